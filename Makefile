@@ -1,0 +1,35 @@
+# Two commands for a fresh machine with Python >= 3.11:  `make demo`  and  `make test`.
+# Everything is installed into ./.venv from uv.lock; nothing is installed system-wide.
+
+PYTHON ?= python3
+UV := .tools/bin/uv
+VENV := .venv
+TOOLS_DIR ?= $(HOME)/.cache/landb-webhook
+
+.PHONY: demo test lint e2e-tools bench clean
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check 'uv>=0.5,<1'
+
+$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --extra dev --python $(PYTHON)
+	@touch $@
+
+demo: $(VENV)/.synced  ## run the webhook against its built-in simulator
+	$(VENV)/bin/landb-webhook demo
+
+test: $(VENV)/.synced  ## lint, type-check and run every test (e2e ones skip without external-dns)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest
+
+e2e-tools:  ## build the real external-dns used by tests/e2e (needs Go)
+	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-external-dns.sh
+
+bench: $(VENV)/.synced  ## API calls and writes, side by side (see bench/README.md)
+	$(VENV)/bin/python bench/run.py
+
+clean:
+	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+from landb_webhook.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The composition root: settings in, a provider wired to real adapters out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from landb_webhook.adapters import (
+    ConfigMapOwnershipStore,
+    InMemoryOwnershipStore,
+    KubernetesNodeSource,
+    OpenStackServerStore,
+    api_client_for,
+)
+from landb_webhook.config import Settings
+from landb_webhook.metrics import Metrics
+from landb_webhook.ports import OwnershipStore
+from landb_webhook.provider.core import LandbProvider, ProviderOptions
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Resources:
+    """What must be stopped when the service stops: the node watch and the OpenStack session."""
+
+    nodes: KubernetesNodeSource
+    servers: OpenStackServerStore
+    closed: bool = field(default=False)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.nodes.stop()
+        self.servers.close()
+
+
+def provider_options(settings: Settings) -> ProviderOptions:
+    return ProviderOptions(
+        dns_domain=settings.dns_domain,
+        domain_filter=tuple(settings.domain_filter),
+        registry=settings.registry,
+        index_floor=settings.index_floor,
+        max_value_length=settings.max_value_length,
+        write_concurrency=settings.write_concurrency,
+        inventory_max_age=settings.inventory_max_age,
+        dry_run=settings.dry_run,
+    )
+
+
+def build_provider(settings: Settings, metrics: Metrics) -> tuple[LandbProvider, Resources]:
+    """Wire the adapters. Makes no remote call: the node watch starts in the background and
+    OpenStack authenticates on first use, so negotiation is answered at once."""
+    api_client = api_client_for(settings.kubeconfig)
+    nodes = KubernetesNodeSource.from_settings(settings, api_client)
+    servers = OpenStackServerStore.from_settings(settings)
+    ownership: OwnershipStore
+    if settings.ownership_store == "configmap":
+        ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
+    else:
+        ownership = InMemoryOwnershipStore()
+    if settings.registry == "noop":
+        log.warning(
+            "registry noop: every landb-alias on the cluster's nodes counts as managed",
+            consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",
+        )
+    provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics)
+    nodes.start()
+    return provider, Resources(nodes=nodes, servers=servers)

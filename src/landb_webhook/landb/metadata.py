@@ -1,0 +1,109 @@
+"""Reading the ``landb-alias*`` keys of one server.
+
+LanDB reads every key that starts with ``landb-alias``. We write only the conventional ones, which we
+call *slots*: slot 1 is ``landb-alias``, slot k >= 2 is ``landb-alias<k>`` (there is no ``landb-alias1``).
+A value in a slot is a comma-separated list of tokens. Anything else that LanDB reads -- a
+``landb-alias1`` or ``landb-alias-extra`` key, or a value in the per-interface form
+``IFACE_FQDN:a,b;IFACE2_FQDN:c`` -- is *frozen*: we read the aliases in it, so that they are reported and
+their indices are never reused, but we never rewrite or delete it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from landb_webhook.landb.names import LoadToken, parse_token
+
+ALIAS_KEY_PREFIX = "landb-alias"
+_SLOT_KEY = re.compile(r"landb-alias(?:(?P<number>[2-9]|[1-9][0-9]+))?")
+
+Slots = Mapping[int, tuple[str, ...]]
+"""Slot number -> the token texts it holds, in order."""
+
+
+def slot_key(number: int) -> str:
+    if number < 1:
+        raise ValueError(f"slot numbers start at 1, got {number}")
+    return ALIAS_KEY_PREFIX if number == 1 else f"{ALIAS_KEY_PREFIX}{number}"
+
+
+def slot_number(key: str) -> int | None:
+    """The slot a key is, or None if it is not one of the keys we may write."""
+    match = _SLOT_KEY.fullmatch(key)
+    if match is None:
+        return None
+    return int(match["number"]) if match["number"] else 1
+
+
+def is_alias_key(key: str) -> bool:
+    """Every key LanDB reads aliases from (ours or not)."""
+    return key.startswith(ALIAS_KEY_PREFIX)
+
+
+def is_per_interface_form(value: str) -> bool:
+    return ":" in value or ";" in value
+
+
+def split_tokens(value: str) -> tuple[str, ...]:
+    return tuple(token.strip() for token in value.split(",") if token.strip())
+
+
+def join_tokens(tokens: tuple[str, ...]) -> str:
+    return ",".join(tokens)
+
+
+def _per_interface_tokens(value: str) -> Iterator[str]:
+    for part in value.split(";"):
+        _, _, aliases = part.rpartition(":")
+        yield from split_tokens(aliases)
+
+
+@dataclass(frozen=True)
+class ServerAliases:
+    """The alias content of one server's metadata, split into what we may edit and what we never touch."""
+
+    slots: Slots = field(default_factory=dict)
+    frozen: Mapping[str, str] = field(default_factory=dict)
+    """Alias-bearing keys we never edit, verbatim."""
+
+    def frozen_slot_numbers(self) -> frozenset[int]:
+        """Slot numbers whose key holds a frozen value: a new slot must never take them."""
+        return frozenset(number for key in self.frozen if (number := slot_number(key)) is not None)
+
+    def editable_tokens(self) -> Iterator[tuple[int, str, LoadToken]]:
+        """(slot, token text, parsed token) for every load-balanced token in a slot."""
+        for number in sorted(self.slots):
+            for text in self.slots[number]:
+                token = parse_token(text)
+                if token is not None:
+                    yield number, text, token
+
+    def frozen_tokens(self) -> Iterator[LoadToken]:
+        for value in self.frozen.values():
+            texts = _per_interface_tokens(value) if is_per_interface_form(value) else split_tokens(value)
+            for text in texts:
+                token = parse_token(text)
+                if token is not None:
+                    yield token
+
+    def load_tokens(self) -> Iterator[LoadToken]:
+        """Every load-balanced alias LanDB will publish for this server."""
+        for _, _, token in self.editable_tokens():
+            yield token
+        yield from self.frozen_tokens()
+
+
+def read_aliases(metadata: Mapping[str, str]) -> ServerAliases:
+    slots: dict[int, tuple[str, ...]] = {}
+    frozen: dict[str, str] = {}
+    for key, value in metadata.items():
+        if not is_alias_key(key):
+            continue
+        number = slot_number(key)
+        if number is None or is_per_interface_form(value):
+            frozen[key] = value
+        else:
+            slots[number] = split_tokens(value)
+    return ServerAliases(slots=slots, frozen=frozen)

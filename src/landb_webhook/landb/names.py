@@ -1,0 +1,75 @@
+"""Alias names and ``--load-N-`` tokens.
+
+LanDB publishes a value ``app`` as ``app.cern.ch`` (a CNAME to the server) and ``app--load-N-`` as an A
+record; several servers carrying ``app--load-<distinct N>-`` give round-robin A records. The suffix is
+case-insensitive. We only ever write the load-balanced form.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_LABEL_LENGTH = 63
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+_LOAD_TOKEN = re.compile(r"(?P<label>.+)--load-(?P<index>[0-9]+)-", re.IGNORECASE)
+
+
+class InvalidName(ValueError):
+    """A DNS name that cannot be a LanDB alias; the message says why, for the operator."""
+
+
+def validate_label(label: str) -> str:
+    """Return ``label`` if it is one lower-case DNS label LanDB accepts as an alias, else raise."""
+    if not label:
+        raise InvalidName("empty label")
+    if len(label) > MAX_LABEL_LENGTH:
+        raise InvalidName(f"label {label!r} is {len(label)} characters, more than {MAX_LABEL_LENGTH}")
+    if not _LABEL.fullmatch(label):
+        raise InvalidName(
+            f"label {label!r} must use only a-z, 0-9 and '-', and neither start nor end with '-'"
+        )
+    return label
+
+
+def label_for(dns_name: str, domain: str) -> str:
+    """``app.cern.ch`` -> ``app``: the alias LanDB publishes as this name, or InvalidName saying why not."""
+    name = dns_name.strip().rstrip(".").lower()
+    suffix = "." + domain
+    if not name.endswith(suffix):
+        raise InvalidName(f"{dns_name!r} is not in the {domain} zone")
+    label = name[: -len(suffix)]
+    if label.startswith("*"):
+        raise InvalidName(f"{dns_name!r} is a wildcard; LanDB aliases cannot be wildcards")
+    if "." in label:
+        raise InvalidName(f"{dns_name!r} has more than one label before {domain}; an alias is a single label")
+    try:
+        return validate_label(label)
+    except InvalidName as exc:
+        raise InvalidName(f"{dns_name!r}: {exc}") from None
+
+
+def dns_name_for(label: str, domain: str) -> str:
+    return f"{label}.{domain}"
+
+
+@dataclass(frozen=True, order=True)
+class LoadToken:
+    """``app--load-3-``: alias ``app`` published with discriminator 3 (an identity, not a position)."""
+
+    label: str
+    index: int
+
+    def render(self) -> str:
+        return f"{self.label}--load-{self.index}-"
+
+
+def parse_token(text: str) -> LoadToken | None:
+    """The load-balanced alias a token stands for; None for a plain (CNAME) alias or anything unknown."""
+    match = _LOAD_TOKEN.fullmatch(text.strip())
+    if match is None:
+        return None
+    label = match["label"].lower()
+    if not _LABEL.fullmatch(label) or len(label) > MAX_LABEL_LENGTH:
+        return None
+    return LoadToken(label, int(match["index"]))

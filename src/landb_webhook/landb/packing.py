@@ -1,0 +1,70 @@
+"""THE PACKING RULE: how tokens are laid out over ``landb-alias``, ``landb-alias2``, ...
+
+A value holds at most ``max_length`` characters, commas included. The layout is edited, never rebuilt,
+so that one alias more or less rewrites as few keys as possible:
+
+- a removed token leaves its slot; the other tokens keep their place; a slot left empty is deleted;
+- new tokens go, in sorted order, into the first slot where *all* of them fit; failing that each goes
+  into the first slot with room, preferring slots this edit already rewrites; failing that into a new
+  slot with the smallest free number -- never a number whose key already holds a value we must not
+  edit (a per-interface ``landb-alias`` value, say);
+- tokens that stay are never moved, even if the layout could be tighter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from landb_webhook.landb.metadata import Slots, join_tokens
+
+
+class ValueTooLong(ValueError):
+    """A single token longer than a whole value: it can never be written."""
+
+
+def _fits(tokens: tuple[str, ...], extra: Iterable[str], max_length: int) -> bool:
+    return len(join_tokens((*tokens, *extra))) <= max_length
+
+
+def add_tokens(
+    slots: Slots, new_tokens: Iterable[str], max_length: int, *, unavailable: Iterable[int] = ()
+) -> dict[int, tuple[str, ...]]:
+    """Lay ``new_tokens`` out over ``slots``; ``unavailable`` are slot numbers a new slot must not take."""
+    layout = {number: tuple(tokens) for number, tokens in slots.items()}
+    taken = set(layout) | set(unavailable)
+    pending = sorted(set(new_tokens))
+    for token in pending:
+        if len(token) > max_length:
+            raise ValueTooLong(f"token {token!r} is longer than {max_length} characters")
+    if not pending:
+        return layout
+
+    for number in sorted(layout):
+        if _fits(layout[number], pending, max_length):
+            layout[number] = (*layout[number], *pending)
+            return layout
+
+    touched: list[int] = []
+    for token in pending:
+        untouched = [n for n in sorted(layout) if n not in touched]
+        for number in [*touched, *untouched]:
+            if _fits(layout[number], (token,), max_length):
+                break
+        else:
+            number = next(n for n in range(1, len(taken) + 2) if n not in taken)
+            taken.add(number)
+            layout[number] = ()
+        layout[number] = (*layout[number], token)
+        if number not in touched:
+            touched.append(number)
+    return layout
+
+
+def remove_tokens(slots: Slots, gone: Iterable[str]) -> dict[int, tuple[str, ...]]:
+    drop = set(gone)
+    layout: dict[int, tuple[str, ...]] = {}
+    for number, tokens in slots.items():
+        kept = tuple(t for t in tokens if t not in drop)
+        if kept or not any(t in drop for t in tokens):
+            layout[number] = kept
+    return layout

@@ -1,0 +1,183 @@
+"""From "these servers must carry these aliases" to per-server metadata writes.
+
+THE APPLY ORDERING lives here as data: every server's change is split into a *make* write (phase 1,
+additions only) and a *break* write (phase 2, removals only). The executor writes every make before
+any break, so an alias that exists before and after never has zero carriers (design invariant 3).
+Writes touch only slot keys (``landb-alias``, ``landb-alias<k>``); every other key, frozen alias keys
+included, is left as it is (invariant 4).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from landb_webhook.landb.indices import assign_indices
+from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
+from landb_webhook.landb.names import LoadToken
+from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """A server as the planner sees it: the node it backs and its current metadata."""
+
+    server_id: str
+    server_name: str
+    node_name: str
+    metadata: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class MetadataWrite:
+    """One merge POST of ``upserts`` and one DELETE per key in ``deletes``."""
+
+    upserts: Mapping[str, str] = field(default_factory=dict)
+    deletes: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+@dataclass(frozen=True)
+class ServerPlan:
+    server: ServerState
+    added: tuple[LoadToken, ...]
+    removed: tuple[LoadToken, ...]
+    make: MetadataWrite
+    """Phase 1: additions, written before any removal anywhere."""
+    brk: MetadataWrite
+    """Phase 2: removals, written once every make has landed."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A change the rules forbid; it is not written, the rest of the plan still is."""
+
+    label: str
+    server: ServerState
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    servers: tuple[ServerPlan, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
+
+
+def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
+    """Alias label -> ids of the servers LanDB publishes it for (any key, ours or frozen)."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for server in servers:
+        for token in read_aliases(server.metadata).load_tokens():
+            found[token.label].add(server.server_id)
+    return dict(found)
+
+
+def plan_changes(
+    servers: Sequence[ServerState],
+    wanted: Mapping[str, frozenset[str]],
+    *,
+    floor: int = 0,
+    max_length: int = 254,
+    quota: int = 128,
+) -> Plan:
+    """Plan the writes that make exactly ``wanted[label]`` (server ids) carry each label in ``wanted``.
+
+    Labels absent from ``wanted`` are not looked at; ``wanted[label]`` empty withdraws the label.
+    An addition that cannot be written (value length, quota) is refused, and its label then loses no
+    token anywhere in this plan.
+    """
+    aliases = {s.server_id: read_aliases(s.metadata) for s in servers}
+    adds: dict[str, list[LoadToken]] = defaultdict(list)
+    removes: dict[str, list[tuple[str, LoadToken]]] = defaultdict(list)
+    refusals: list[Refusal] = []
+    order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
+
+    for label in sorted(wanted):
+        held = {
+            sid: [t.index for t in found.load_tokens() if t.label == label] for sid, found in aliases.items()
+        }
+        targets = [s.server_id for s in order if s.server_id in wanted[label]]
+        assigned = assign_indices(targets, held, floor=floor)
+        for server in order:
+            found = aliases[server.server_id]
+            mine = [(text, token) for _, text, token in found.editable_tokens() if token.label == label]
+            index = assigned.get(server.server_id)
+            if index is None:
+                removes[server.server_id].extend(mine)
+                if any(t.label == label for t in found.frozen_tokens()):
+                    refusals.append(Refusal(label, server, "held in a key or form we never edit"))
+                continue
+            keeping = next((text for text, token in mine if token.index == index), None)
+            frozen_keeps = any(t == LoadToken(label, index) for t in found.frozen_tokens())
+            if keeping is None and not frozen_keeps:
+                adds[server.server_id].append(LoadToken(label, index))
+            removes[server.server_id].extend((text, token) for text, token in mine if text != keeping)
+
+    phase1 = {
+        s.server_id: _additions(s, aliases[s.server_id], adds[s.server_id], max_length, quota) for s in order
+    }
+    # A label whose new carrier cannot be written keeps every token it has, on every server: removing
+    # its old carriers would break it with nothing made in their place (design invariant 3).
+    held_back = {r.label for additions in phase1.values() for r in additions.refusals}
+
+    plans: list[ServerPlan] = []
+    for server in order:
+        additions = phase1[server.server_id]
+        refusals.extend(additions.refusals)
+        kept = [(text, token) for text, token in removes[server.server_id] if token.label not in held_back]
+        plan = _server_plan(server, aliases[server.server_id], additions, kept)
+        if plan is not None:
+            plans.append(plan)
+    return Plan(servers=tuple(plans), refusals=tuple(refusals))
+
+
+class _Additions(NamedTuple):
+    slots: Slots
+    """The server's slots once phase 1 has landed."""
+    added: tuple[LoadToken, ...]
+    refusals: list[Refusal]
+
+
+def _additions(
+    server: ServerState, found: ServerAliases, adds: list[LoadToken], max_length: int, quota: int
+) -> _Additions:
+    """Phase 1 for one server: all of its additions, or none of them with a refusal for each."""
+    try:
+        grown = add_tokens(
+            found.slots, (t.render() for t in adds), max_length, unavailable=found.frozen_slot_numbers()
+        )
+    except ValueTooLong as exc:
+        return _Additions(found.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
+    keys_after = len(server.metadata) - len(found.slots) + len(grown)
+    if keys_after > quota:
+        reason = f"needs {keys_after} metadata keys, the server quota is {quota}"
+        return _Additions(found.slots, (), [Refusal(t.label, server, reason) for t in adds])
+    return _Additions(grown, tuple(sorted(adds)), [])
+
+
+def _server_plan(
+    server: ServerState,
+    found: ServerAliases,
+    additions: _Additions,
+    removes: list[tuple[str, LoadToken]],
+) -> ServerPlan | None:
+    shrunk = remove_tokens(additions.slots, (text for text, _ in removes))
+    make, brk = _write(found.slots, additions.slots), _write(additions.slots, shrunk)
+    if not make and not brk:
+        return None
+    removed = tuple(sorted({token for _, token in removes}))
+    return ServerPlan(server, additions.added, removed, make, brk)
+
+
+def _write(before: Slots, after: Slots) -> MetadataWrite:
+    upserts = {
+        slot_key(n): join_tokens(tokens)
+        for n, tokens in sorted(after.items())
+        if before.get(n) != tokens or n not in before
+    }
+    deletes = tuple(slot_key(n) for n in sorted(before) if n not in after)
+    return MetadataWrite(upserts=upserts, deletes=deletes)

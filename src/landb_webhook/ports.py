@@ -1,0 +1,79 @@
+"""The provider's view of the outside world: small Protocols and the values that cross them.
+
+Adapters (Kubernetes, OpenStack, ConfigMap, simulator-backed fakes) implement these; the provider
+and the domain core never import a client library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from landb_webhook.endpoint import Endpoint
+
+
+@dataclass(frozen=True)
+class Node:
+    """A Kubernetes node as far as we care: where its server is and whether it takes ingress traffic."""
+
+    name: str
+    server_id: str | None
+    """Nova server UUID from ``spec.providerID``; None when the node has none (match by name then)."""
+    internal_ips: tuple[str, ...]
+    """InternalIP addresses, IPv4 only, sorted."""
+    is_ingress: bool
+
+
+@dataclass(frozen=True)
+class Server:
+    id: str
+    name: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+class UpstreamError(Exception):
+    """A remote API (Nova, Keystone, Kubernetes) failed or timed out; the webhook answers 503."""
+
+    def __init__(self, upstream: str, reason: str, *, retryable: bool = True) -> None:
+        super().__init__(f"{upstream}: {reason}")
+        self.upstream = upstream
+        self.reason = reason
+        self.retryable = retryable
+
+
+class NodeSource(Protocol):
+    def nodes(self) -> Sequence[Node]:
+        """Every node of the cluster (ingress or not). Raises UpstreamError until the first sync."""
+        ...
+
+
+class ServerStore(Protocol):
+    def servers_for(self, nodes: Sequence[Node]) -> Mapping[str, Server]:
+        """Map node name -> its Nova server, for the nodes whose server can be found unambiguously."""
+        ...
+
+    def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
+        """Merge ``items`` into the server's metadata (one POST); other keys are kept."""
+        ...
+
+    def delete_metadata(self, server_id: str, key: str) -> None:
+        """Delete one key; a key that is already gone counts as deleted."""
+        ...
+
+    def max_metadata_items(self) -> int:
+        """The per-server metadata quota (``maxServerMeta``)."""
+        ...
+
+
+class OwnershipStore(Protocol):
+    """Where external-dns' TXT ownership records live, since LanDB cannot hold them."""
+
+    def records(self) -> Sequence[Endpoint]: ...
+
+    def apply(self, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]) -> None:
+        """Store ``upserts`` verbatim (keyed by name and setIdentifier) and drop ``deletes``.
+
+        Deleting a missing record succeeds; upserting a missing one creates it.
+        """
+        ...

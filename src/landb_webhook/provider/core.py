@@ -1,0 +1,272 @@
+"""The provider: Records, AdjustEndpoints and ApplyChanges over the ports and the landb domain core.
+
+One ApplyChanges, in order (design.md "Ownership" and invariant 3):
+1. read a fresh inventory and the ownership records;
+2. turn the change set into "alias -> servers that must carry it", for the aliases it names only;
+3. refuse what we do not own (registry ``txt``: no TXT claim) and what cannot be an alias;
+4. plan (landb.plan), store new TXT claims, write every addition, then every removal;
+5. drop the TXT claims of aliases whose removal landed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from threading import Lock
+
+import structlog
+
+from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
+from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
+from landb_webhook.landb.plan import Plan, Refusal, carriers, plan_changes
+from landb_webhook.metrics import Metrics
+from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
+from landb_webhook.provider.executor import Outcome, PlanExecutor
+from landb_webhook.provider.interface import ApplyError
+from landb_webhook.provider.inventory import InventoryReader
+from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
+
+log = structlog.get_logger(__name__)
+
+ALIAS_RECORD_TYPES = frozenset({"A", "AAAA", "CNAME"})
+
+
+@dataclass(frozen=True)
+class ProviderOptions:
+    dns_domain: str = "cern.ch"
+    domain_filter: tuple[str, ...] = ("cern.ch",)
+    registry: str = "txt"
+    index_floor: int = 0
+    max_value_length: int = 254
+    write_concurrency: int = 4
+    inventory_max_age: float = 30.0
+    dry_run: bool = False
+
+
+class LandbProvider:
+    def __init__(
+        self,
+        nodes: NodeSource,
+        servers: ServerStore,
+        ownership: OwnershipStore,
+        options: ProviderOptions,
+        metrics: Metrics,
+    ) -> None:
+        self._nodes = nodes
+        self._servers = servers
+        self._ownership = ownership
+        self._options = options
+        self._metrics = metrics
+        self._inventory = InventoryReader(nodes, servers, max_age=options.inventory_max_age)
+        self._executor = PlanExecutor(
+            servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=metrics
+        )
+        self._apply_lock = Lock()
+        self._warned: set[tuple[str, str]] = set()
+
+    # -- negotiation and health -------------------------------------------------------------
+
+    def domain_filter(self) -> DomainFilter:
+        return DomainFilter(include=self._options.domain_filter)
+
+    def ready(self) -> bool:
+        try:
+            self._nodes.nodes()
+        except Exception:  # noqa: BLE001 -- not ready, whatever the reason
+            return False
+        return True
+
+    # -- Records ----------------------------------------------------------------------------
+
+    def records(self) -> list[Endpoint]:
+        inventory = self._inventory.fresh()
+        for node in inventory.unresolved_nodes():
+            self._warn_once(node, "no Nova server found for this node; its aliases are not seen")
+        found = carriers(inventory.server_states())
+        aliases = [
+            Endpoint(dns_name_for(label, self._options.dns_domain), "A", inventory.ips_of(ids))
+            for label, ids in sorted(found.items())
+        ]
+        claims = list(self._ownership.records())
+        self._report_unowned(found, claims)
+        self._metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
+        self._metrics.aliases_managed.set(len(found))
+        return [*aliases, *claims]
+
+    # -- AdjustEndpoints --------------------------------------------------------------------
+
+    def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
+        """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
+        inventory = self._inventory.recent()
+        targets = inventory.ips_of(inventory.ingress_server_ids())
+        aliases: dict[str, Endpoint] = {}
+        passed: list[Endpoint] = []
+        for endpoint in endpoints:
+            if is_ownership_record(endpoint):
+                passed.append(endpoint)
+                continue
+            label = self._alias_label(endpoint)
+            if label is None or label in aliases:
+                continue
+            aliases[label] = Endpoint(
+                dns_name=dns_name_for(label, self._options.dns_domain),
+                record_type="A",
+                targets=targets,
+                labels=endpoint.labels,
+            )
+        return [*(aliases[label] for label in sorted(aliases)), *passed]
+
+    # -- ApplyChanges -----------------------------------------------------------------------
+
+    def apply_changes(self, changes: Changes) -> None:
+        if not self._apply_lock.acquire(blocking=False):
+            raise ApplyError("another ApplyChanges is still running")
+        try:
+            self._apply(changes)
+        finally:
+            self._apply_lock.release()
+
+    def _apply(self, changes: Changes) -> None:
+        inventory = self._inventory.fresh()
+        claims_before = claimed_names(self._ownership.records())
+
+        new_claims = [e for e in (*changes.create, *changes.update_new) if is_ownership_record(e)]
+        kept_claim_keys = {e.key for e in new_claims}
+        gone_claims = [
+            e
+            for e in (*changes.delete, *changes.update_old)
+            if is_ownership_record(e) and e.key not in kept_claim_keys
+        ]
+
+        publish = self._labels(
+            e for e in (*changes.create, *changes.update_new) if not is_ownership_record(e)
+        )
+        withdraw = (
+            self._labels(e for e in (*changes.delete, *changes.update_old) if not is_ownership_record(e))
+            - publish
+        )
+
+        not_owned = self._not_owned(publish | withdraw, claims_before | claimed_names(new_claims))
+        publish -= not_owned
+        withdraw -= not_owned
+        refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
+
+        ingress = inventory.ingress_server_ids()
+        wanted = {label: ingress for label in publish} | {label: frozenset() for label in withdraw}
+        plan = plan_changes(
+            inventory.server_states(),
+            wanted,
+            floor=self._options.index_floor,
+            max_length=self._options.max_value_length,
+            quota=self._servers.max_metadata_items() if wanted else 0,
+        )
+        refused.extend(self._log_refusals(plan.refusals))
+        self._log_plan(plan, len(inventory.server_states()))
+
+        self._store_claims(upserts=new_claims, deletes=[])
+        outcome = self._executor.execute(plan.servers)
+        unfinished = outcome.failed_labels() | {r.label for r in plan.refusals}
+        self._store_claims(
+            upserts=[],
+            deletes=[c for c in gone_claims if _label_of(owned_name(c)) not in unfinished],
+        )
+        self._finish(outcome, refused)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _alias_label(self, endpoint: Endpoint) -> str | None:
+        record_type = endpoint.record_type.upper()
+        if record_type not in ALIAS_RECORD_TYPES:
+            self._drop(endpoint, f"record type {record_type} cannot be published as a LanDB alias")
+            return None
+        try:
+            return label_for(endpoint.dns_name, self._options.dns_domain)
+        except InvalidName as exc:
+            self._drop(endpoint, str(exc))
+            return None
+
+    def _labels(self, endpoints: Iterable[Endpoint]) -> set[str]:
+        return {label for e in endpoints if (label := self._alias_label(e)) is not None}
+
+    def _drop(self, endpoint: Endpoint, reason: str) -> None:
+        self._metrics.dropped_endpoints_total.labels(reason=reason.split(":")[0][:40]).inc()
+        self._warn_once(f"{endpoint.dns_name} {endpoint.record_type}", f"endpoint dropped: {reason}")
+
+    def _warn_once(self, subject: str, message: str) -> None:
+        """Warn the first time; repeat at debug, so one bad Ingress does not flood every loop's log."""
+        if (subject, message) in self._warned:
+            log.debug(message, subject=subject)
+        else:
+            self._warned.add((subject, message))
+            log.warning(message, subject=subject)
+
+    def _not_owned(self, labels: set[str], claimed: set[str]) -> set[str]:
+        """With the txt registry, aliases without a TXT claim are someone else's: never touched."""
+        if self._options.registry != "txt":
+            return set()
+        refused = {l for l in labels if dns_name_for(l, self._options.dns_domain) not in claimed}
+        for label in sorted(refused):
+            self._metrics.refused_changes_total.labels(reason="not_owned").inc()
+            log.warning(
+                "change refused: alias has no ownership record",
+                alias=label,
+                hint="external-dns only changes records it owns; this alias was set by someone else",
+            )
+        return refused
+
+    def _report_unowned(self, found: dict[str, set[str]], claims: Sequence[Endpoint]) -> None:
+        if self._options.registry != "txt":
+            return
+        claimed = claimed_names(claims)
+        for label in sorted(found):
+            if dns_name_for(label, self._options.dns_domain) not in claimed:
+                self._warn_once(label, "alias held by someone else (no ownership record): left untouched")
+
+    def _log_refusals(self, refusals: Sequence[Refusal]) -> list[str]:
+        for refusal in refusals:
+            self._metrics.refused_changes_total.labels(reason="plan").inc()
+            log.warning(
+                "change refused",
+                alias=refusal.label,
+                node=refusal.server.node_name,
+                server=refusal.server.server_name,
+                reason=refusal.reason,
+            )
+        return [f"{r.label} on {r.server.node_name}: {r.reason}" for r in refusals]
+
+    def _log_plan(self, plan: Plan, servers_seen: int) -> None:
+        log.info(
+            "apply planned",
+            servers_seen=servers_seen,
+            servers_to_write=len(plan.servers),
+            servers_unchanged=servers_seen - len(plan.servers),
+            dry_run=self._options.dry_run,
+        )
+
+    def _store_claims(self, *, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]) -> None:
+        if not upserts and not deletes:
+            return
+        if self._options.dry_run:
+            log.info(
+                "dry run: ownership records not stored",
+                stored=[e.dns_name for e in upserts],
+                deleted=[e.dns_name for e in deletes],
+            )
+            return
+        self._ownership.apply(upserts, deletes)
+        log.info(
+            "ownership records stored",
+            stored=[e.dns_name for e in upserts],
+            deleted=[e.dns_name for e in deletes],
+        )
+
+    def _finish(self, outcome: Outcome, refused: list[str]) -> None:
+        problems = [f.reason for f in outcome.failures] + refused
+        problems += [f"{p.server.node_name}: removal held back" for p in outcome.held_back]
+        if problems:
+            raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
+        self._metrics.last_apply_success_timestamp_seconds.set_to_current_time()
+
+
+def _label_of(dns_name: str) -> str:
+    return dns_name.split(".", 1)[0]

@@ -1,0 +1,34 @@
+"""What the HTTP layer needs from a provider; blocking calls, run off the event loop by the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
+
+
+class ApplyError(Exception):
+    """Some changes did not land (other servers still converged); the webhook answers 503 with ``str(self)``."""
+
+
+class WebhookProvider(Protocol):
+    def domain_filter(self) -> DomainFilter:
+        """Answered at negotiation: must not call any remote API."""
+        ...
+
+    def records(self) -> list[Endpoint]:
+        """Current state. Raises ports.UpstreamError."""
+        ...
+
+    def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
+        """Desired endpoints rewritten to exactly what records() reports once applied. Raises UpstreamError."""
+        ...
+
+    def apply_changes(self, changes: Changes) -> None:
+        """Raises UpstreamError (nothing learned/changed) or ApplyError (partial)."""
+        ...
+
+    def ready(self) -> bool:
+        """True once the node inventory has synced; cheap, no remote call."""
+        ...

@@ -1,0 +1,335 @@
+"""The provider wired by the composition root to the real clients, against the simulator over HTTP.
+
+Each test names the design.md invariant it guards. Desired state goes through the same
+Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (tests/support/external_dns.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from landb_webhook.app import Resources, build_provider
+from landb_webhook.config import Settings
+from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.landb.metadata import read_aliases
+from landb_webhook.metrics import Metrics
+from landb_webhook.ports import UpstreamError
+from landb_webhook.provider import ApplyError
+from landb_webhook.provider.core import LandbProvider
+from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+from support.external_dns import plan
+
+Eventually = Callable[..., Any]
+
+OWNER = "test-cluster"
+FOREIGN_KEYS = ("landb-mainuser", "landb-responsible", "landb-os", "cern-services")
+
+
+@dataclass
+class Cluster:
+    sim: Simulator
+    provider: LandbProvider
+    resources: Resources
+    metrics: Metrics
+    nodes: list[str]
+    eventually: Eventually
+    desired: list[Endpoint] = field(default_factory=list)
+
+    def server_id(self, node: str) -> str:
+        return next(s.id for s in self.sim.state.servers() if s.name == node)
+
+    def want(self, *names: str) -> None:
+        """Desired endpoints as sources produce them: any type external-dns manages, any targets."""
+        kinds = ("A", "CNAME", "AAAA")
+        self.desired = [
+            Endpoint(
+                name,
+                kinds[i % 3],
+                targets=(f"192.0.2.{i}",),
+                record_ttl=300,
+                labels=(("resource", f"ingress/default/{name}"),),
+            )
+            for i, name in enumerate(names)
+        ]
+
+    def loop(self, policy: str = "sync") -> Changes:
+        current = self.provider.records()
+        adjusted = self.provider.adjust_endpoints(self.desired)
+        changes = plan(current, adjusted, owner=OWNER, policy=policy).changes
+        if not changes.is_empty:
+            self.provider.apply_changes(changes)
+        return changes
+
+    def settle(self) -> None:
+        """Loop until nothing changes; fail if that takes more than three loops."""
+        for _ in range(3):
+            if self.loop().is_empty:
+                return
+        pytest.fail("the loop did not settle in three rounds")
+
+    def aliases(self, node: str) -> dict[str, int]:
+        found = read_aliases(self.sim.state.metadata(self.server_id(node)))
+        return {t.label: t.index for t in found.load_tokens()}
+
+    def relabel(self, node: str, is_ingress: bool) -> None:
+        """Change the node's role label and wait until the watch-fed cache has seen it."""
+        self.sim.state.label_node(node, "role", "ingress" if is_ingress else None)
+        self.eventually(
+            lambda: any(n.name == node and n.is_ingress == is_ingress for n in self.resources.nodes.nodes()),
+            what=f"{node} is_ingress={is_ingress} in the node cache",
+        )
+
+
+def settings_for(config: ClientConfig, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "os_cloud": config.cloud_name,
+        "kubeconfig": config.kubeconfig,
+        "ownership_store": "configmap",
+        "ownership_namespace": "default",
+        "inventory_max_age": 0,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+@pytest.fixture
+def make_cluster(simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually) -> Iterator[Any]:
+    built: list[Resources] = []
+
+    def make(ingress_nodes: int = 3, workers: int = 1, **overrides: Any) -> Cluster:
+        nodes = seed_cluster(simulator.state, ingress_nodes=ingress_nodes, workers=workers)
+        metrics = Metrics.create(process_metrics=False)
+        provider, resources = build_provider(settings_for(sim_clients, **overrides), metrics)
+        built.append(resources)
+        assert resources.nodes.wait_synced(5)
+        return Cluster(simulator, provider, resources, metrics, nodes, eventually)
+
+    yield make
+    for resources in built:
+        resources.close()
+
+
+def api_writes(sim: Simulator) -> list[Any]:
+    """Metadata changes made through the API (the seeding of the simulator is not one)."""
+    return [change for change in sim.state.metadata_history() if change.method != "direct"]
+
+
+def writes(sim: Simulator) -> int:
+    return sum(
+        1
+        for c in sim.state.api_calls("nova")
+        if c.method in {"POST", "PUT", "DELETE"} and "/metadata" in c.path
+    )
+
+
+def test_second_loop_changes_nothing(make_cluster: Any) -> None:
+    """Invariant 1: after convergence Records == AdjustEndpoints(desired) and apply writes nothing."""
+    cluster = make_cluster()
+    cluster.want("app.cern.ch", "web.cern.ch", "api.cern.ch")
+    first = cluster.loop()
+    assert len(first.create) == 6  # three aliases and their TXT claims
+    ingress = cluster.nodes[:3]
+    for node in ingress:
+        assert set(cluster.aliases(node)) == {"app", "web", "api"}
+    assert cluster.aliases(cluster.nodes[3]) == {}
+
+    cluster.sim.state.reset_api_calls()
+    second = cluster.loop()
+    assert second.is_empty
+    assert writes(cluster.sim) == 0
+    # Labels are not compared by the planner (and Records has none to give); everything else must match.
+    records = {replace(e, labels=()) for e in cluster.provider.records() if e.record_type == "A"}
+    adjusted = {replace(e, labels=()) for e in cluster.provider.adjust_endpoints(cluster.desired)}
+    assert records == adjusted
+
+
+def test_indices_are_distinct_per_alias_and_start_at_the_floor(make_cluster: Any) -> None:
+    cluster = make_cluster(index_floor=5)
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    assert sorted(cluster.aliases(n)["app"] for n in cluster.nodes[:3]) == [5, 6, 7]
+
+
+def test_new_ingress_node_takes_the_smallest_free_index_and_nothing_else_is_written(
+    make_cluster: Any,
+) -> None:
+    """Invariant 2 (sticky indices) and 5 (minimal writes)."""
+    cluster = make_cluster(ingress_nodes=3, workers=1)
+    cluster.want("app.cern.ch", "web.cern.ch")
+    cluster.settle()
+    before = {n: cluster.aliases(n) for n in cluster.nodes[:3]}
+    newcomer = cluster.nodes[3]
+    cluster.sim.state.clear_metadata_history()
+
+    cluster.relabel(newcomer, True)
+    cluster.settle()
+
+    assert {n: cluster.aliases(n) for n in cluster.nodes[:3]} == before
+    assert cluster.aliases(newcomer) == {"app": 3, "web": 3}
+    written = {c.server_id for c in cluster.sim.state.metadata_history()}
+    assert written == {cluster.server_id(newcomer)}
+
+
+def test_node_losing_its_label_loses_its_aliases_and_no_other_node_is_rewritten(make_cluster: Any) -> None:
+    cluster = make_cluster(ingress_nodes=3)
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    leaving, staying = cluster.nodes[1], [cluster.nodes[0], cluster.nodes[2]]
+    before = {n: cluster.aliases(n) for n in staying}
+    cluster.sim.state.clear_metadata_history()
+
+    cluster.relabel(leaving, False)
+    cluster.settle()
+
+    assert cluster.aliases(leaving) == {}
+    assert {n: cluster.aliases(n) for n in staying} == before
+    assert {c.server_id for c in cluster.sim.state.metadata_history()} == {cluster.server_id(leaving)}
+    # The freed index is reused by the next newcomer, never by a renumbering of the others.
+    cluster.relabel(leaving, True)
+    cluster.settle()
+    assert cluster.aliases(leaving) == {"app": before[staying[0]]["app"] + 1}
+
+
+def test_every_addition_lands_before_any_removal(make_cluster: Any) -> None:
+    """Invariant 3: while one node leaves and another joins, every alias keeps a carrier at every write."""
+    cluster = make_cluster(ingress_nodes=1, workers=1)
+    cluster.want("app.cern.ch", "web.cern.ch")
+    cluster.settle()
+    old, new = cluster.nodes[0], cluster.nodes[1]
+    cluster.sim.state.clear_metadata_history()
+
+    cluster.relabel(new, True)
+    cluster.relabel(old, False)
+    cluster.settle()
+
+    current = {cluster.server_id(old): {"app", "web"}, cluster.server_id(new): set()}
+    history = cluster.sim.state.metadata_history()
+    assert history, "the change must have been written"
+    for change in history:
+        current[change.server_id] = {t.label for t in read_aliases(change.metadata).load_tokens()}
+        for alias in ("app", "web"):
+            assert any(alias in labels for labels in current.values()), f"{alias} had no carrier at {change}"
+    assert cluster.aliases(new).keys() == {"app", "web"} and cluster.aliases(old) == {}
+
+
+def test_foreign_keys_and_unowned_aliases_are_never_touched(make_cluster: Any) -> None:
+    """Invariant 4: only landb-alias* keys are written; a hand-set alias without a claim survives sync."""
+    cluster = make_cluster()
+    first = cluster.server_id(cluster.nodes[0])
+    foreign = cluster.sim.state.metadata(first)
+    interface_value = "eth0.cern.ch:legacy--load-7-;eth1.cern.ch:other"
+    cluster.sim.state.set_metadata_direct(
+        first, {**foreign, "landb-alias": "legacy--load-0-", "landb-alias1": interface_value}
+    )
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    cluster.want()  # the source drops app: sync deletes what it owns, and only that
+    cluster.settle()
+
+    after = cluster.sim.state.metadata(first)
+    assert after["landb-alias"] == "legacy--load-0-"
+    assert after["landb-alias1"] == interface_value
+    assert {k: after[k] for k in foreign} == foreign
+    for change in cluster.sim.state.metadata_history():
+        if change.method == "direct":
+            continue
+        assert change.key is None or change.key.startswith("landb-alias")
+    legacy = [e for e in cluster.provider.records() if e.dns_name == "legacy.cern.ch"]
+    assert len(legacy) == 1, "a hand-set alias is reported so external-dns knows the name is taken"
+
+
+def test_removing_an_unowned_alias_is_refused_and_changes_nothing(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    first = cluster.server_id(cluster.nodes[0])
+    metadata = {**cluster.sim.state.metadata(first), "landb-alias": "legacy--load-0-"}
+    cluster.sim.state.set_metadata_direct(first, metadata)
+    legacy = next(e for e in cluster.provider.records() if e.dns_name == "legacy.cern.ch")
+    with pytest.raises(ApplyError, match="legacy: no ownership record"):
+        cluster.provider.apply_changes(Changes(delete=(legacy,)))
+    assert cluster.sim.state.metadata(first) == metadata
+
+
+def test_noop_registry_manages_every_alias(make_cluster: Any) -> None:
+    cluster = make_cluster(registry="noop")
+    first = cluster.server_id(cluster.nodes[0])
+    cluster.sim.state.set_metadata_direct(
+        first, {**cluster.sim.state.metadata(first), "landb-alias": "legacy--load-0-"}
+    )
+    legacy = next(e for e in cluster.provider.records() if e.dns_name == "legacy.cern.ch")
+    cluster.provider.apply_changes(Changes(delete=(legacy,)))
+    assert "landb-alias" not in cluster.sim.state.metadata(first)
+
+
+def test_a_locked_server_fails_alone_and_converges_once_unlocked(make_cluster: Any) -> None:
+    """Invariant 7: a server that refuses writes does not stop the others."""
+    cluster = make_cluster()
+    locked = cluster.server_id(cluster.nodes[1])
+    cluster.sim.state.set_locked(locked, True)
+    cluster.want("app.cern.ch")
+    with pytest.raises(ApplyError, match=re.escape(cluster.nodes[1])):
+        cluster.loop()
+    assert "app" in cluster.aliases(cluster.nodes[0]) and "app" in cluster.aliases(cluster.nodes[2])
+    assert cluster.aliases(cluster.nodes[1]) == {}
+    cluster.sim.state.set_locked(locked, False)
+    cluster.settle()
+    assert "app" in cluster.aliases(cluster.nodes[1])
+
+
+def test_metadata_quota_overflow_is_refused_and_other_servers_converge(make_cluster: Any) -> None:
+    cluster = make_cluster(max_value_length=80)
+    full = cluster.server_id(cluster.nodes[0])
+    crowded = {**cluster.sim.state.metadata(full), **{f"user-key-{i}": "x" for i in range(4)}}
+    cluster.sim.state.set_metadata_direct(full, crowded)
+    cluster.sim.state.set_quota(len(crowded) + 1)  # room for one landb-alias key, not two
+    cluster.want(*(f"name{i:02d}.cern.ch" for i in range(12)))  # 12 tokens need two 80-char values
+    with pytest.raises(ApplyError, match="quota"):
+        cluster.loop()
+    assert all(
+        k == "landb-alias" or not k.startswith("landb-alias") for k in cluster.sim.state.metadata(full)
+    )
+    assert len(cluster.aliases(cluster.nodes[1])) == 12
+    assert cluster.metrics.refused_changes_total.labels(reason="plan")._value.get() > 0
+
+
+def test_nova_down_is_an_upstream_error_and_nothing_is_written(make_cluster: Any) -> None:
+    """Invariant 6: the webhook turns this into a 503, so external-dns retries instead of exiting."""
+    cluster = make_cluster()
+    cluster.sim.state.inject_fault(api="nova", status=503, times=None)
+    cluster.want("app.cern.ch")
+    with pytest.raises(UpstreamError):
+        cluster.loop()
+    assert api_writes(cluster.sim) == []
+
+
+def test_dry_run_writes_nothing(make_cluster: Any) -> None:
+    cluster = make_cluster(dry_run=True)
+    cluster.want("app.cern.ch")
+    changes = cluster.loop()
+    assert not changes.is_empty
+    assert api_writes(cluster.sim) == []
+    assert cluster.sim.state.configmap("default", "landb-webhook-ownership") is None
+    assert cluster.metrics.metadata_writes_total.labels(operation="post", result="dry_run")._value.get() == 3
+
+
+def test_unrepresentable_endpoints_are_dropped_and_ownership_records_pass_through(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    claim = Endpoint("a-app.cern.ch", "TXT", ('"heritage=external-dns,external-dns/owner=x"',))
+    odd = [
+        Endpoint("app.example.org", "A", ("1.2.3.4",)),
+        Endpoint("deep.app.cern.ch", "A", ("1.2.3.4",)),
+        Endpoint("*.cern.ch", "A", ("1.2.3.4",)),
+        Endpoint("under_score.cern.ch", "A", ("1.2.3.4",)),
+        Endpoint(f"{'x' * 64}.cern.ch", "A", ("1.2.3.4",)),
+        Endpoint("mx.cern.ch", "MX", ("10 mail.cern.ch",)),
+    ]
+    adjusted = cluster.provider.adjust_endpoints([*odd, Endpoint("App.CERN.ch.", "CNAME", ("x",)), claim])
+    assert [e.dns_name for e in adjusted] == ["app.cern.ch", "a-app.cern.ch"]
+    assert adjusted[1] == claim
+    assert (
+        adjusted[0].record_type == "A" and adjusted[0].record_ttl == 0 and not adjusted[0].provider_specific
+    )

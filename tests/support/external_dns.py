@@ -1,0 +1,91 @@
+"""The parts of external-dns' planner and TXT registry that decide what ApplyChanges receives.
+
+Written from the contract (shared docs, "Each external-dns loop" and "Registries"), so loop tests can
+run without the Go binary; tests/e2e runs the real one against the same service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from landb_webhook.endpoint import Changes, Endpoint
+
+OWNED_RECORD = "ownedRecord"
+
+
+def txt_name(record: Endpoint) -> str:
+    return f"{record.record_type.lower()}-{record.dns_name}"
+
+
+def ownership_record(record: Endpoint, owner: str) -> Endpoint:
+    resource = record.label("resource") or "ingress/default/app"
+    value = f'"heritage=external-dns,external-dns/owner={owner},external-dns/resource={resource}"'
+    return Endpoint(
+        dns_name=txt_name(record),
+        record_type="TXT",
+        targets=(value,),
+        set_identifier=record.set_identifier,
+        labels=((OWNED_RECORD, record.dns_name),),
+    )
+
+
+def _owner_of(value: str) -> str | None:
+    for part in value.strip('"').split(","):
+        key, _, found = part.partition("=")
+        if key == "external-dns/owner":
+            return found
+    return None
+
+
+def _same(current: Endpoint, desired: Endpoint) -> bool:
+    if sorted(t.lower() for t in current.targets) != sorted(t.lower() for t in desired.targets):
+        return False
+    if desired.record_ttl > 0 and desired.record_ttl != current.record_ttl:
+        return False
+    return dict(current.provider_specific) == dict(desired.provider_specific)
+
+
+@dataclass(frozen=True)
+class Loop:
+    changes: Changes
+    unowned: tuple[str, ...]
+
+
+def plan(
+    current: Sequence[Endpoint], desired: Sequence[Endpoint], *, owner: str, policy: str = "sync"
+) -> Loop:
+    """The change set one loop sends, for records owned through TXT records of ``owner``."""
+    claims = {e.label(OWNED_RECORD) or e.dns_name: e for e in current if e.record_type == "TXT"}
+    records: dict[tuple[str, str, str], Endpoint] = {}
+    for endpoint in current:
+        if endpoint.record_type != "TXT":
+            records.setdefault(endpoint.key, endpoint)  # external-dns keeps one per key
+    owned = {
+        key
+        for key, record in records.items()
+        if (claim := claims.get(record.dns_name)) is not None and _owner_of(claim.targets[0]) == owner
+    }
+    wanted = {e.key: e for e in desired if e.record_type != "TXT"}
+
+    create, update_old, update_new, delete = [], [], [], []
+    for key, record in sorted(wanted.items()):
+        existing = records.get(key)
+        if existing is None:
+            create += [record, ownership_record(record, owner)]
+        elif key in owned and not _same(existing, record):
+            update_old.append(existing)
+            update_new.append(replace(record, labels=existing.labels or record.labels))
+    if policy == "sync":
+        for key in sorted(owned - wanted.keys()):
+            delete += [records[key], claims[records[key].dns_name]]
+    unowned = tuple(sorted(records[k].dns_name for k in records.keys() - owned))
+    return Loop(
+        Changes(
+            create=tuple(create),
+            update_old=tuple(update_old),
+            update_new=tuple(update_new),
+            delete=tuple(delete),
+        ),
+        unowned,
+    )
