@@ -29,7 +29,7 @@ e2e-tools:  ## build the real external-dns used by tests/e2e (needs Go)
 	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-external-dns.sh
 
 bench: $(VENV)/.synced  ## API calls and writes, side by side (see bench/README.md)
-	$(VENV)/bin/python bench/run.py
+	$(VENV)/bin/python -m bench.run
 
 clean:
 	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
