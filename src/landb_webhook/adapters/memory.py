@@ -1,0 +1,34 @@
+"""An OwnershipStore held in process memory: for tests and the demo, lost at restart."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from landb_webhook.endpoint import Endpoint
+
+
+def ownership_key(record: Endpoint) -> tuple[str, str]:
+    """The identity of an ownership record: (lower-case name, setIdentifier); its type is always TXT."""
+    return (record.dns_name.lower(), record.set_identifier)
+
+
+class InMemoryOwnershipStore:
+    """ports.OwnershipStore in a dict; safe to share between threads."""
+
+    def __init__(self, records: Sequence[Endpoint] = ()) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[tuple[str, str], Endpoint] = {}
+        self.apply(records, ())
+
+    def records(self) -> Sequence[Endpoint]:
+        with self._lock:
+            return [self._records[key] for key in sorted(self._records)]
+
+    def apply(self, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]) -> None:
+        """Deletes first, then upserts: an update's old and new share a key and the new one must stay."""
+        with self._lock:
+            for record in deletes:
+                self._records.pop(ownership_key(record), None)
+            for record in upserts:
+                self._records[ownership_key(record)] = record

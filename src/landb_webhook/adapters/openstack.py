@@ -1,0 +1,332 @@
+"""Nova servers and their metadata, through openstacksdk: the only writer of ``landb-alias*`` keys.
+
+Design choices, each forced by a Nova or external-dns fact (see docs/landb-nova-facts.md):
+
+- The connection is made on first use, never at construction: external-dns' negotiation (``GET /``)
+  must be answered without any remote call.
+- Servers are found by batching node names into anchored ``name`` regex filters
+  (``^(a|b|c)$``), a handful of calls for a whole cluster instead of listing every server of the
+  project (a CERN project may hold thousands). A node's ``providerID`` decides which server is
+  its own; names, which are not unique in a project, are only trusted when exactly one server
+  carries the node's name.
+- Metadata is written with one merge POST per server and deleted one key per DELETE. The SDK's
+  ``delete_server_metadata`` wipes *all* metadata (LanDB's own keys included) when given no keys,
+  so it is never used; the per-key resource call is, after the key is checked.
+- Every failure becomes ports.UpstreamError("nova" | "keystone", ...): retryable for 5xx,
+  connection failures and timeouts, not retryable for 4xx (a locked server, a quota, a rejected
+  value will not pass by retrying soon). Retryable failures are retried here twice with a short
+  backoff, but no retry starts after one call timeout's worth of time has gone into the operation,
+  so a single operation never takes much more than twice ``timeout``.
+- Expired tokens are keystoneauth's job: it re-authenticates before a token expires and once
+  more on a 401, so no code here handles tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote_plus
+
+import openstack
+import openstack.config
+import openstack.connection
+import openstack.exceptions as sdk_exceptions
+import structlog
+from keystoneauth1 import exceptions as ksa_exceptions
+from openstack.compute.v2.server import Server as SdkServer
+
+from landb_webhook.config import Settings
+from landb_webhook.ports import Node, Server, UpstreamError
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+NOVA = "nova"
+KEYSTONE = "keystone"
+
+UNLIMITED_METADATA_ITEMS = 2**31 - 1
+"""What max_metadata_items() reports when the project's quota is unlimited (Nova says -1)."""
+
+_NOVA_METADATA_KEY = re.compile(r"[a-zA-Z0-9\-_:. ]{1,255}")
+_SERVER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
+_NAME_FILTER_OVERHEAD = len(quote_plus("^()$"))
+_NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
+_MAX_REASON_LENGTH = 300
+_HTTP_TOO_MANY_REQUESTS = 429
+_HTTP_REQUEST_TIMEOUT = 408
+
+
+class OpenStackServerStore:
+    """ports.ServerStore backed by Nova; safe to share between threads."""
+
+    def __init__(
+        self,
+        cloud: str | None = None,
+        *,
+        timeout: float = 5.0,
+        clouds_yaml: Path | None = None,
+        max_retries: int = 2,
+        retry_backoff: float = 0.2,
+        max_name_filter_length: int = 2048,
+        limits_ttl: float = 600.0,
+    ) -> None:
+        """``cloud`` names an entry of clouds.yaml; None means the OS_CLOUD / OS_* environment.
+
+        ``clouds_yaml`` reads that file instead of the standard clouds.yaml locations (demo and tests).
+        ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
+        that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
+        """
+        self._cloud = cloud
+        self._timeout = timeout
+        self._clouds_yaml = clouds_yaml
+        self._max_retries = max_retries
+        self._retry_backoff = retry_backoff
+        self._max_name_filter_length = max_name_filter_length
+        self._limits_ttl = limits_ttl
+
+        self._lock = threading.Lock()
+        self._conn: openstack.connection.Connection | None = None
+        self._max_metadata_items: tuple[int, float] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, clouds_yaml: Path | None = None) -> OpenStackServerStore:
+        return cls(settings.os_cloud, timeout=settings.upstream_timeout, clouds_yaml=clouds_yaml)
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # -- ports.ServerStore -----------------------------------------------------------------------
+
+    def servers_for(self, nodes: Sequence[Node]) -> Mapping[str, Server]:
+        """Each node's server: the one whose id is the node's providerID, else the only one named like it."""
+        by_id: dict[str, Server] = {}
+        by_name: dict[str, list[Server]] = defaultdict(list)
+        for names in self._name_batches(sorted({node.name for node in nodes if node.name})):
+            pattern = "^(" + "|".join(re.escape(name) for name in names) + ")$"
+            for server in self._call(
+                "search servers by name", functools.partial(_find_by_name, pattern=pattern)
+            ):
+                if server.id not in by_id:
+                    by_id[server.id] = server
+                    by_name[server.name].append(server)
+
+        found: dict[str, Server] = {}
+        for node in nodes:
+            own = self._server_of(node, by_id, by_name)
+            if own is not None:
+                found[node.name] = own
+        return found
+
+    def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
+        """One POST that merges ``items`` into the server's metadata; an empty ``items`` sends nothing."""
+        _check_server_id(server_id)
+        if not items:
+            return
+        metadata = dict(items)
+        # The resource call, not compute.set_server_metadata(server, **metadata): a metadata key
+        # named "server" would collide with that method's first parameter.
+        self._call(
+            f"set metadata on server {server_id}",
+            lambda conn: SdkServer.existing(id=server_id).set_metadata(conn.compute, metadata=metadata),
+        )
+
+    def delete_metadata(self, server_id: str, key: str) -> None:
+        """Exactly one DELETE of ``key``; a key (or server) that is already gone counts as deleted."""
+        _check_server_id(server_id)
+        if not _NOVA_METADATA_KEY.fullmatch(key) or key.strip() in ("", ".", ".."):
+            # The key becomes a URL path segment: "" or ".." would address the server itself.
+            raise ValueError(f"refusing to delete metadata key {key!r}: not a single Nova metadata key")
+
+        def delete(conn: openstack.connection.Connection) -> None:
+            try:
+                SdkServer.existing(id=server_id).delete_metadata_item(conn.compute, key)
+            except sdk_exceptions.NotFoundException:
+                log.debug("metadata key already gone", server_id=server_id, key=key)
+
+        self._call(f"delete metadata key {key!r} of server {server_id}", delete)
+
+    def max_metadata_items(self) -> int:
+        """``absolute.maxServerMeta`` from ``GET /limits``, cached for ``limits_ttl`` seconds."""
+        cached = self._max_metadata_items
+        if cached is not None and time.monotonic() - cached[1] < self._limits_ttl:
+            return cached[0]
+        limits = self._call("read limits", lambda conn: conn.compute.get_limits())
+        value = getattr(limits.absolute, "server_meta", None)
+        if value is None:
+            raise UpstreamError(NOVA, "GET /limits has no absolute.maxServerMeta", retryable=False)
+        items = UNLIMITED_METADATA_ITEMS if int(value) < 0 else int(value)
+        self._max_metadata_items = (items, time.monotonic())
+        return items
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _server_of(
+        self, node: Node, by_id: Mapping[str, Server], by_name: Mapping[str, Sequence[Server]]
+    ) -> Server | None:
+        if node.server_id is not None:
+            server_id = node.server_id
+            server: Server | None = by_id.get(server_id)
+            if server is None:
+                # Renamed servers are not found by the name search; ask for the id itself.
+                server = self._call(
+                    f"read server {server_id}", functools.partial(_find_by_id, server_id=server_id)
+                )
+            if server is None:
+                log.warning("server of node not found", node=node.name, server_id=node.server_id)
+            return server
+        candidates = by_name.get(node.name, ())
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            log.warning("no server named like node", node=node.name)
+        else:
+            log.warning(
+                "several servers named like node and no providerID to choose; node skipped",
+                node=node.name,
+                server_ids=sorted(server.id for server in candidates),
+            )
+        return None
+
+    def _name_batches(self, names: Sequence[str]) -> Iterator[list[str]]:
+        """Group names so that each ``^(a|b|...)$`` filter, URL-encoded, fits the length budget."""
+        batch: list[str] = []
+        length = _NAME_FILTER_OVERHEAD
+        for name in names:
+            encoded = len(quote_plus(re.escape(name)))
+            added = encoded + (_NAME_SEPARATOR_LENGTH if batch else 0)
+            if batch and length + added > self._max_name_filter_length:
+                yield batch
+                batch, length = [], _NAME_FILTER_OVERHEAD
+                added = encoded
+            batch.append(name)
+            length += added
+        if batch:
+            yield batch
+
+    def _connection(self) -> openstack.connection.Connection:
+        with self._lock:
+            if self._conn is None:
+                if self._clouds_yaml is not None:
+                    loader = openstack.config.OpenStackConfig(
+                        config_files=[str(self._clouds_yaml)], load_envvars=False
+                    )
+                    region = loader.get_one(cloud=self._cloud, api_timeout=self._timeout)
+                    self._conn = openstack.connection.Connection(config=region)
+                else:
+                    self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout)
+            return self._conn
+
+    def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T]) -> T:
+        """Run one remote operation with error mapping and bounded retries of retryable failures."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(action, operation)
+            except UpstreamError as error:
+                attempt += 1
+                delay = self._retry_backoff * 2 ** (attempt - 1)
+                # No retry starts once a call's timeout has been spent on this operation: a retried
+                # timeout would take external-dns past its own 15 s limit.
+                out_of_time = time.monotonic() - started + delay >= self._timeout
+                if not error.retryable or attempt > self._max_retries or out_of_time:
+                    raise
+                log.warning("retrying openstack call", error=str(error), attempt=attempt, retry_in=delay)
+                time.sleep(delay)
+
+    def _attempt(self, action: str, operation: Callable[[openstack.connection.Connection], T]) -> T:
+        # Authenticating first (a no-op while the cached token is fresh) tells Keystone failures
+        # apart from Nova failures, which otherwise surface as the same keystoneauth exceptions.
+        try:
+            conn = self._connection()
+            conn.session.get_token()
+        except Exception as exc:
+            raise upstream_error(exc, KEYSTONE, action) from exc
+        try:
+            return operation(conn)
+        except Exception as exc:
+            raise upstream_error(exc, NOVA, action) from exc
+
+
+def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:
+    return [_server_value(server) for server in conn.compute.servers(details=True, name=pattern)]
+
+
+def _find_by_id(conn: openstack.connection.Connection, server_id: str) -> Server | None:
+    try:
+        return _server_value(conn.compute.get_server(server_id))
+    except sdk_exceptions.NotFoundException:
+        return None
+
+
+def _server_value(server: Any) -> Server:
+    metadata = server.metadata or {}
+    return Server(
+        id=str(server.id),
+        name=str(server.name),
+        metadata={str(key): str(value) for key, value in metadata.items()},
+    )
+
+
+def _check_server_id(server_id: str) -> None:
+    if not _SERVER_ID.fullmatch(server_id):
+        raise ValueError(f"{server_id!r} is not a Nova server id")
+
+
+def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamError:
+    """Map an openstacksdk / keystoneauth exception to an UpstreamError without request bodies.
+
+    ``upstream`` is the service being called when the exception happened; errors that can only
+    come from authentication are reported as Keystone's whatever the phase.
+    """
+    if isinstance(exc, UpstreamError):
+        return exc
+    retryable = False
+    if isinstance(exc, sdk_exceptions.HttpException):
+        status = exc.status_code or 0
+        reason = f"HTTP {status} {_one_line(exc.details or '')}"
+        retryable = _retryable_status(status)
+    elif isinstance(exc, ksa_exceptions.HttpError):
+        upstream = KEYSTONE
+        reason = f"HTTP {exc.http_status} {_one_line(exc.message or '')}"
+        retryable = _retryable_status(exc.http_status)
+    elif isinstance(exc, ksa_exceptions.SSLError):
+        reason = f"TLS failure: {_one_line(str(exc))}"
+    elif isinstance(exc, ksa_exceptions.ConnectTimeout):
+        reason, retryable = "timed out", True
+    elif isinstance(exc, ksa_exceptions.ConnectionError):
+        reason, retryable = f"connection failed: {_one_line(str(exc))}", True
+    elif isinstance(exc, ksa_exceptions.DiscoveryFailure):
+        reason, retryable = f"version discovery failed: {_one_line(str(exc))}", True
+    elif isinstance(
+        exc,
+        ksa_exceptions.AuthorizationFailure
+        | ksa_exceptions.AuthPluginException
+        | ksa_exceptions.CatalogException
+        | sdk_exceptions.ConfigException,
+    ):
+        upstream = KEYSTONE
+        reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
+    elif isinstance(exc, sdk_exceptions.InvalidResponse):
+        reason, retryable = f"invalid response: {_one_line(str(exc))}", True
+    else:
+        reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
+    return UpstreamError(upstream, f"{action}: {reason}".strip()[:_MAX_REASON_LENGTH], retryable=retryable)
+
+
+def _retryable_status(status: int) -> bool:
+    return status >= 500 or status in (_HTTP_TOO_MANY_REQUESTS, _HTTP_REQUEST_TIMEOUT) or status == 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,368 @@
+"""external-dns' TXT ownership records, kept in ConfigMaps next to the webhook.
+
+LanDB cannot hold TXT records, yet the default external-dns registry (``txt``) needs them back
+verbatim from Records, or every alias becomes unowned after one loop. They live here.
+
+Format (meant to be read with ``kubectl get cm <name> -o yaml``): one ``data`` key per record, its
+value one JSON object in external-dns' own field names::
+
+    data:
+      a-app.cern.ch: '{"dnsName":"a-app.cern.ch","recordType":"TXT","targets":["\\"heritage=..."],...}'
+
+The key is the record's lower-case name when that is already a valid ConfigMap key and the record
+has no setIdentifier; otherwise a readable form of the name plus ``_`` and 16 hex digits of a hash
+of (name, setIdentifier). Plain keys never contain ``_`` and hashed keys always do, so the two can
+never collide. The key only places the record: its identity is read back from the JSON value.
+The JSON is ASCII-escaped, so any string (quotes, commas, unicode) round-trips byte for byte.
+
+Records are read fresh on every call (one LIST of a few small objects, once per external-dns loop):
+with a cache, a second replica or an operator's ``kubectl edit`` would go unseen.
+
+Writes use optimistic concurrency: read with resourceVersion, replace with it; on a 409 the
+whole change is re-read and re-applied (it is idempotent), never forced. When one ConfigMap would
+grow past ``max_bytes`` (900 KiB by default, under the 1 MiB object limit), records spill into
+``<name>-1``, ``<name>-2``, ... A record stays in the ConfigMap that holds it; when it must move, it
+moves to a higher-numbered one, which is written first; a reader that sees a record twice trusts
+the highest-numbered copy, so a record is never missing, even between the two writes.
+
+Only ConfigMaps labelled ``app.kubernetes.io/managed-by=landb-webhook`` are read (one labelled
+LIST); a same-named ConfigMap without that label is someone else's and is never overwritten.
+RBAC needed in the namespace: configmaps get, list, create, update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from landb_webhook.adapters.kubernetes import (
+    UPSTREAM,
+    api_client_for,
+    release_failed_response,
+    upstream_error,
+)
+from landb_webhook.adapters.memory import ownership_key
+from landb_webhook.config import Settings
+from landb_webhook.endpoint import Endpoint
+from landb_webhook.ports import UpstreamError
+
+log = structlog.get_logger(__name__)
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "landb-webhook"
+FORMAT_ANNOTATION = "landb-webhook/format"
+FORMAT_DESCRIPTION = "one data key per external-dns TXT ownership record; value = the endpoint as JSON"
+DEFAULT_MAX_BYTES = 900 * 1024
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+_MAX_KEY_LENGTH = 253
+_PLAIN_KEY = re.compile(r"[-.a-zA-Z0-9]{1,253}")
+_UNSAFE_KEY_CHARACTERS = re.compile(r"[^-.a-zA-Z0-9]+")
+_HASH_LENGTH = 16
+_HTTP_NOT_FOUND = 404
+_HTTP_CONFLICT = 409
+
+
+def default_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """The pod's own namespace when running in a cluster, else ``default``."""
+    try:
+        return path.read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"
+
+
+# -- the record codec ----------------------------------------------------------------------------
+
+
+def data_key(record: Endpoint) -> str:
+    """The ConfigMap data key a record is stored under; a function of its identity only."""
+    name, set_identifier = ownership_key(record)
+    if not set_identifier and _PLAIN_KEY.fullmatch(name) and not name.startswith(".."):
+        return name
+    identity = json.dumps([name, set_identifier]).encode("utf-8")
+    digest = hashlib.sha256(identity).hexdigest()[:_HASH_LENGTH]
+    readable = _UNSAFE_KEY_CHARACTERS.sub("-", name).lstrip(".")[: _MAX_KEY_LENGTH - _HASH_LENGTH - 1]
+    return f"{readable or 'record'}_{digest}"
+
+
+def encode_record(record: Endpoint) -> str:
+    document: dict[str, Any] = {
+        "dnsName": record.dns_name,
+        "recordType": record.record_type,
+        "setIdentifier": record.set_identifier,
+        "targets": list(record.targets),
+        "labels": dict(record.labels),
+    }
+    if record.record_ttl:
+        document["recordTTL"] = record.record_ttl
+    if record.provider_specific:
+        document["providerSpecific"] = [{"name": n, "value": v} for n, v in record.provider_specific]
+    return json.dumps(document, ensure_ascii=True, separators=(",", ":"))
+
+
+def decode_record(text: str) -> Endpoint:
+    """Inverse of encode_record; raises ValueError for anything else."""
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    targets = document.get("targets", [])
+    labels = document.get("labels", {})
+    provider_specific = document.get("providerSpecific", [])
+    ttl = document.get("recordTTL", 0)
+    if not (
+        isinstance(document.get("dnsName"), str)
+        and isinstance(document.get("recordType"), str)
+        and isinstance(document.get("setIdentifier", ""), str)
+        and isinstance(targets, list)
+        and all(isinstance(target, str) for target in targets)
+        and isinstance(labels, dict)
+        and all(isinstance(value, str) for value in labels.values())
+        and isinstance(provider_specific, list)
+        and all(
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("value"), str)
+            for item in provider_specific
+        )
+        and isinstance(ttl, int)
+    ):
+        raise ValueError("fields of the wrong type")
+    return Endpoint(
+        dns_name=document["dnsName"],
+        record_type=document["recordType"],
+        set_identifier=document.get("setIdentifier", ""),
+        targets=tuple(targets),
+        record_ttl=ttl,
+        labels=tuple(labels.items()),
+        provider_specific=tuple((item["name"], item["value"]) for item in provider_specific),
+    )
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Shard:
+    """One ConfigMap of the store, as read; ``raw`` is None while it does not exist."""
+
+    index: int
+    raw: dict[str, Any] | None
+    data: dict[str, str] = field(default_factory=dict)
+
+
+class _Conflict(Exception):
+    """Someone else changed a ConfigMap between our read and our write."""
+
+
+class ConfigMapOwnershipStore:
+    """ports.OwnershipStore in ConfigMaps ``<name>``, ``<name>-1``, ... of one namespace."""
+
+    def __init__(
+        self,
+        api: client.CoreV1Api,
+        *,
+        namespace: str,
+        name: str,
+        request_timeout: float = 5.0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_attempts: int = 5,
+    ) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._name = name
+        self._request_timeout = request_timeout
+        self._max_bytes = max_bytes
+        self._max_attempts = max_attempts
+        self._shard_name = re.compile(rf"{re.escape(name)}(?:-(?P<index>[1-9][0-9]*))?")
+        self._write_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, api_client: client.ApiClient | None = None
+    ) -> ConfigMapOwnershipStore:
+        return cls(
+            client.CoreV1Api(api_client or api_client_for(settings.kubeconfig)),
+            namespace=settings.ownership_namespace or default_namespace(),
+            name=settings.ownership_configmap,
+            request_timeout=settings.upstream_timeout,
+        )
+
+    def shard_name(self, index: int) -> str:
+        return self._name if index == 0 else f"{self._name}-{index}"
+
+    # -- ports.OwnershipStore --------------------------------------------------------------------
+
+    def records(self) -> Sequence[Endpoint]:
+        found: dict[tuple[str, str], Endpoint] = {}
+        for shard in self._read():  # ascending index: a higher-numbered copy wins
+            for key, value in shard.data.items():
+                try:
+                    record = decode_record(value)
+                except ValueError as exc:
+                    log.warning(
+                        "unreadable ownership record ignored",
+                        configmap=self.shard_name(shard.index),
+                        key=key,
+                        error=str(exc),
+                    )
+                    continue
+                found[ownership_key(record)] = record
+        return [found[key] for key in sorted(found)]
+
+    def apply(self, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]) -> None:
+        """A record both upserted and deleted is upserted (an update's old and new share a key)."""
+        if not upserts and not deletes:
+            return
+        with self._write_lock:
+            for attempt in range(1, self._max_attempts + 1):
+                shards = self._read()
+                try:
+                    for shard, data in self._plan(shards, upserts, deletes):
+                        self._write(shard, data)
+                    return
+                except _Conflict:
+                    log.info("ownership ConfigMap changed concurrently; re-reading", attempt=attempt)
+        raise UpstreamError(
+            UPSTREAM, f"ownership ConfigMaps kept changing during {self._max_attempts} attempts"
+        )
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _read(self) -> list[_Shard]:
+        try:
+            response: Any = self._api.list_namespaced_config_map(
+                self._namespace,
+                label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}",
+                _preload_content=False,
+                _request_timeout=self._request_timeout,
+            )
+            try:
+                listing = json.loads(response.data)
+            finally:
+                response.release_conn()
+        except Exception as exc:
+            raise upstream_error(exc, "list ownership ConfigMaps") from exc
+        shards: list[_Shard] = []
+        for raw in listing.get("items") or ():
+            matched = self._shard_name.fullmatch(str(raw.get("metadata", {}).get("name", "")))
+            if matched:
+                index = int(matched["index"] or 0)
+                shards.append(_Shard(index, raw, dict(raw.get("data") or {})))
+        return sorted(shards, key=lambda shard: shard.index)
+
+    def _plan(
+        self, shards: Sequence[_Shard], upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]
+    ) -> list[tuple[_Shard, dict[str, str]]]:
+        """The ConfigMaps to write and their new data, in a safe order: those gaining records first."""
+        by_index = {shard.index: shard for shard in shards}
+        data = {shard.index: dict(shard.data) for shard in shards}
+        holders: dict[str, list[int]] = defaultdict(list)
+        for shard in shards:
+            for key in shard.data:
+                holders[key].append(shard.index)
+
+        upserted = {data_key(record): encode_record(record) for record in upserts}
+        for key in {data_key(record) for record in deletes} - upserted.keys():
+            for index in holders.pop(key, []):
+                del data[index][key]
+
+        gaining: set[int] = set()
+        for key, value in upserted.items():
+            held_in = holders.pop(key, [])
+            for index in held_in:
+                del data[index][key]
+            home = held_in[-1] if held_in else None
+            target = self._place(data, key, value, home)
+            data.setdefault(target, {})[key] = value
+            if by_index.get(target) is None or by_index[target].data.get(key) != value:
+                gaining.add(target)
+
+        changed = [
+            index for index in sorted(data) if data[index] != by_index.get(index, _Shard(index, None)).data
+        ]
+        ordered = sorted(changed, key=lambda index: (index not in gaining, index))
+        return [(by_index.get(index) or _Shard(index, None), data[index]) for index in ordered]
+
+    def _place(self, data: Mapping[int, Mapping[str, str]], key: str, value: str, home: int | None) -> int:
+        """Where a record goes: its current ConfigMap if it still fits, else the first one above with room."""
+        needed = _entry_size(key, value)
+        if needed > self._max_bytes:
+            raise UpstreamError(
+                UPSTREAM, f"ownership record {key!r} is larger than one ConfigMap may hold", retryable=False
+            )
+        if home is not None and _size(data[home]) + needed <= self._max_bytes:
+            return home
+        index = 0 if home is None else home + 1
+        while index in data and _size(data[index]) + needed > self._max_bytes:
+            index += 1
+        return index
+
+    def _write(self, shard: _Shard, data: dict[str, str]) -> None:
+        name = self.shard_name(shard.index)
+        body: dict[str, Any] = dict(shard.raw or {"apiVersion": "v1", "kind": "ConfigMap"})
+        metadata: dict[str, Any] = dict(body.get("metadata") or {"name": name, "namespace": self._namespace})
+        metadata.pop("managedFields", None)
+        metadata["labels"] = {**(metadata.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            FORMAT_ANNOTATION: FORMAT_DESCRIPTION,
+        }
+        body["metadata"] = metadata
+        body["data"] = data
+        configmap = client.V1ConfigMap.from_dict(body)
+        assert configmap is not None
+        try:
+            if shard.raw is None:
+                self._api.create_namespaced_config_map(
+                    self._namespace, configmap, _request_timeout=self._request_timeout
+                )
+            else:
+                self._api.replace_namespaced_config_map(
+                    name, self._namespace, configmap, _request_timeout=self._request_timeout
+                )
+        except ApiException as exc:
+            release_failed_response(exc)
+            if exc.status == _HTTP_CONFLICT and shard.raw is None:
+                self._refuse_foreign(name)
+            if exc.status in (_HTTP_CONFLICT, _HTTP_NOT_FOUND):
+                raise _Conflict from exc
+            raise upstream_error(exc, f"write ConfigMap {self._namespace}/{name}") from exc
+        except Exception as exc:
+            raise upstream_error(exc, f"write ConfigMap {self._namespace}/{name}") from exc
+        log.debug("ownership ConfigMap written", configmap=name, records=len(data))
+
+    def _refuse_foreign(self, name: str) -> None:
+        """A ConfigMap we did not see in the labelled list exists: never take over one we do not own."""
+        try:
+            existing = self._api.read_namespaced_config_map(
+                name, self._namespace, _request_timeout=self._request_timeout
+            )
+        except Exception as exc:
+            raise upstream_error(exc, f"read ConfigMap {self._namespace}/{name}") from exc
+        labels = (existing.metadata and existing.metadata.labels) or {}
+        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
+            raise UpstreamError(
+                UPSTREAM,
+                f"ConfigMap {self._namespace}/{name} exists without label "
+                f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; refusing to overwrite it",
+                retryable=False,
+            )
+
+
+def _entry_size(key: str, value: str) -> int:
+    return len(key.encode("utf-8")) + len(value.encode("utf-8"))
+
+
+def _size(data: Mapping[str, str]) -> int:
+    return sum(_entry_size(key, value) for key, value in data.items())

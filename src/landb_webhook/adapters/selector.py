@@ -1,0 +1,133 @@
+"""Kubernetes label selectors, parsed once and matched locally against a node's labels.
+
+The node cache holds every node of the cluster (the provider also needs the non-ingress ones), so the
+ingress selector cannot be handed to the API server; this is the same grammar ``kubectl -l`` accepts:
+``k=v`` / ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, joined by commas (AND).
+The empty selector matches every node, as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+
+class InvalidSelector(ValueError):
+    """The configured label selector is not valid Kubernetes syntax; the message says where."""
+
+
+class Operator(Enum):
+    EQUALS = "="
+    NOT_EQUALS = "!="
+    IN = "in"
+    NOT_IN = "notin"
+    EXISTS = "exists"
+    DOES_NOT_EXIST = "!"
+
+
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
+_KEY = re.compile(rf"(?:{_PREFIX}/)?{_NAME}")
+_VALUE = re.compile(rf"(?:{_NAME})?")
+_MAX_PREFIX_LENGTH = 253
+
+_SET_FORM = re.compile(r"(?P<key>\S+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)")
+_EQUALITY_FORM = re.compile(r"(?P<key>[^=!\s]+)\s*(?P<op>==|=|!=)\s*(?P<value>\S*)")
+_EXISTS_FORM = re.compile(r"(?P<negated>!?)\s*(?P<key>[^=!\s()]+)")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    operator: Operator
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        match self.operator:
+            case Operator.EXISTS:
+                return present
+            case Operator.DOES_NOT_EXIST:
+                return not present
+            case Operator.EQUALS | Operator.IN:
+                return present and labels[self.key] in self.values
+            case Operator.NOT_EQUALS | Operator.NOT_IN:
+                return not present or labels[self.key] not in self.values
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    requirements: tuple[Requirement, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> LabelSelector:
+        """Parse ``text`` or raise InvalidSelector naming the offending part."""
+        return cls(tuple(_parse_requirement(part, text) for part in _split_top_level(text)))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(requirement.matches(labels) for requirement in self.requirements)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on the commas that separate requirements, not on those inside ``in (a,b)``."""
+    if not text.strip():
+        return []
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise InvalidSelector(f"label selector {text!r}: unbalanced ')'")
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth != 0:
+        raise InvalidSelector(f"label selector {text!r}: unbalanced '('")
+    parts.append("".join(current))
+    return parts
+
+
+def _parse_requirement(part: str, selector: str) -> Requirement:
+    part = part.strip()
+    if not part:
+        raise InvalidSelector(f"label selector {selector!r}: empty requirement (stray comma?)")
+    if found := _SET_FORM.fullmatch(part):
+        values = [value.strip() for value in found["values"].split(",")]
+        operator = Operator.IN if found["op"] == "in" else Operator.NOT_IN
+        return Requirement(
+            _checked_key(found["key"], selector),
+            operator,
+            frozenset(_checked_value(value, selector) for value in values),
+        )
+    if found := _EQUALITY_FORM.fullmatch(part):
+        operator = Operator.NOT_EQUALS if found["op"] == "!=" else Operator.EQUALS
+        return Requirement(
+            _checked_key(found["key"], selector),
+            operator,
+            frozenset({_checked_value(found["value"], selector)}),
+        )
+    if found := _EXISTS_FORM.fullmatch(part):
+        operator = Operator.DOES_NOT_EXIST if found["negated"] else Operator.EXISTS
+        return Requirement(_checked_key(found["key"], selector), operator)
+    raise InvalidSelector(f"label selector {selector!r}: cannot parse {part!r}")
+
+
+def _checked_key(key: str, selector: str) -> str:
+    prefix, _, _ = key.rpartition("/")
+    if not _KEY.fullmatch(key) or len(prefix) > _MAX_PREFIX_LENGTH:
+        raise InvalidSelector(f"label selector {selector!r}: {key!r} is not a valid label key")
+    return key
+
+
+def _checked_value(value: str, selector: str) -> str:
+    if not _VALUE.fullmatch(value):
+        raise InvalidSelector(f"label selector {selector!r}: {value!r} is not a valid label value")
+    return value

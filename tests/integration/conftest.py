@@ -1,0 +1,108 @@
+"""Adapters wired to the simulator through real clients (openstacksdk, the kubernetes client) over HTTP."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+NAMESPACE = "landb"
+CONFIGMAP = "landb-webhook-ownership"
+
+
+Eventually = Callable[..., Any]
+
+
+def _eventually(condition: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
+    """Wait until ``condition()`` is truthy (returning it), failing the test after ``timeout`` seconds.
+
+    The watch thread applies changes asynchronously: tests wait for the visible effect, never for a
+    fixed time.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def eventually() -> Eventually:
+    return _eventually
+
+
+@pytest.fixture
+def client_config(simulator: Any, tmp_path: Path) -> Any:
+    return simulator.write_client_config(tmp_path)
+
+
+@pytest.fixture
+def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackServerStore]]:
+    stores: list[OpenStackServerStore] = []
+
+    def make(**options: Any) -> OpenStackServerStore:
+        options = {"timeout": 3.0, "retry_backoff": 0.01, **options}
+        store = OpenStackServerStore(
+            client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, **options
+        )
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def server_store(make_server_store: Callable[..., OpenStackServerStore]) -> OpenStackServerStore:
+    return make_server_store()
+
+
+@pytest.fixture
+def kube_api_client(client_config: Any) -> Iterator[client.ApiClient]:
+    api_client = api_client_for(client_config.kubeconfig)
+    yield api_client
+    api_client.close()
+
+
+@pytest.fixture
+def make_node_source(kube_api_client: client.ApiClient) -> Iterator[Callable[..., KubernetesNodeSource]]:
+    sources: list[KubernetesNodeSource] = []
+
+    def make(**options: Any) -> KubernetesNodeSource:
+        options = {
+            "ingress_selector": "role=ingress",
+            "exclude_label": EXCLUDE_LABEL,
+            "request_timeout": 3.0,
+            "backoff_initial": 0.05,
+            "backoff_max": 0.5,
+            **options,
+        }
+        source = KubernetesNodeSource(kube_api_client, **options)
+        sources.append(source)
+        return source
+
+    yield make
+    for source in sources:
+        source.stop()
+
+
+@pytest.fixture
+def make_configmap_store(kube_api_client: client.ApiClient) -> Callable[..., ConfigMapOwnershipStore]:
+    def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
+        options = {"namespace": NAMESPACE, "name": CONFIGMAP, "request_timeout": 3.0, **options}
+        return ConfigMapOwnershipStore(api or client.CoreV1Api(kube_api_client), **options)
+
+    return make

@@ -1,0 +1,381 @@
+"""OpenStackServerStore against the simulated Keystone and Nova, through openstacksdk over HTTP."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+from structlog.testing import capture_logs
+
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.ports import Node, UpstreamError
+
+LANDB_KEYS = {"landb-mainuser": "it-ops", "landb-responsible": "it-ops", "landb-os": "LINUX"}
+
+
+def node(name: str, server_id: str | None = None) -> Node:
+    return Node(name=name, server_id=server_id, internal_ips=("10.0.0.1",), is_ingress=True)
+
+
+def nova_calls(state: Any, method: str | None = None, path_prefix: str = "") -> list[Any]:
+    return [
+        call
+        for call in state.api_calls("nova")
+        if (method is None or call.method == method) and path_prefix in call.path
+    ]
+
+
+def server_searches(state: Any) -> list[Any]:
+    return [call for call in nova_calls(state, "GET") if call.path.endswith("/servers/detail")]
+
+
+def test_constructing_the_store_makes_no_remote_call(simulator: Any, client_config: Any) -> None:
+    simulator.state.reset_api_calls()
+    OpenStackServerStore(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml)
+    assert simulator.state.api_calls() == []
+
+
+# -- finding servers ---------------------------------------------------------------------------------
+
+
+def test_provider_id_picks_the_server_even_among_namesakes(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    ours = state.add_server("cluster-node-0", LANDB_KEYS)
+    namesake = state.add_server("cluster-node-0")
+    found = server_store.servers_for([node("cluster-node-0", ours)])
+    assert found["cluster-node-0"].id == ours
+    assert found["cluster-node-0"].metadata == LANDB_KEYS
+    assert namesake not in {server.id for server in found.values()}
+
+
+def test_without_provider_id_only_the_exact_name_matches(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    exact = state.add_server("cluster-node-1")
+    state.add_server("cluster-node-10")  # would match an unanchored filter
+    state.add_server("Cluster-Node-1")  # Nova's filter may be case-insensitive; names are not
+    state.add_server("xcluster-node-1")
+    found = server_store.servers_for([node("cluster-node-1")])
+    assert {name: server.id for name, server in found.items()} == {"cluster-node-1": exact}
+
+
+def test_ambiguous_names_are_skipped_with_a_warning_naming_both(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    first = state.add_server("cluster-node-2")
+    second = state.add_server("cluster-node-2")
+    unique = state.add_server("cluster-node-3")
+    with capture_logs() as logs:
+        found = server_store.servers_for([node("cluster-node-2"), node("cluster-node-3")])
+    assert {name: server.id for name, server in found.items()} == {"cluster-node-3": unique}
+    warnings = [
+        entry for entry in logs if entry["log_level"] == "warning" and entry.get("node") == "cluster-node-2"
+    ]
+    assert len(warnings) == 1
+    assert sorted(warnings[0]["server_ids"]) == sorted([first, second])
+
+
+def test_a_renamed_server_is_found_by_its_id(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    renamed = state.add_server("renamed-by-someone", {"landb-alias": "app--load-0-"})
+    state.reset_api_calls()
+    found = server_store.servers_for([node("cluster-node-4", renamed)])
+    assert found["cluster-node-4"].id == renamed
+    assert found["cluster-node-4"].metadata == {"landb-alias": "app--load-0-"}
+    assert len(nova_calls(state, "GET", f"/servers/{renamed}")) == 1
+
+
+def test_a_vanished_server_is_skipped(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    present = state.add_server("cluster-node-5")
+    found = server_store.servers_for(
+        [node("cluster-node-5", present), node("cluster-node-6", str(uuid.uuid4()))]
+    )
+    assert set(found) == {"cluster-node-5"}
+
+
+def test_a_cluster_is_found_with_one_name_search_not_a_project_listing(
+    simulator: Any, server_store: Any
+) -> None:
+    state = simulator.state
+    for i in range(200):
+        state.add_server(f"someone-elses-vm-{i}")
+    nodes = [
+        node(f"k8s-prod-abcdefghijkl-node-{i}", state.add_server(f"k8s-prod-abcdefghijkl-node-{i}"))
+        for i in range(40)
+    ]
+    state.reset_api_calls()
+    found = server_store.servers_for(nodes)
+    assert len(found) == 40
+    searches = server_searches(state)
+    assert len(searches) == 1
+    assert all("name" in parse_qs(call.query) for call in searches)
+    assert nova_calls(state, "GET", "/servers/") == searches  # no per-server GETs, no unfiltered listing
+
+
+def test_a_large_cluster_is_searched_in_few_bounded_batches(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    budget = 1024
+    store = make_server_store(max_name_filter_length=budget)
+    state = simulator.state
+    names = [f"k8s-{'x' * 30}-{i:03d}-node-{i}" for i in range(300)]
+    for name in names[::3]:
+        state.add_server(name)  # a third have servers: the rest must not cost extra calls
+    state.reset_api_calls()
+    found = store.servers_for([node(name) for name in names])
+    assert set(found) == set(names[::3])
+    searches = server_searches(state)
+    encoded_names = sum(
+        len(value) for call in searches for value in call.query.split("&") if value.startswith("name=")
+    )
+    assert len(searches) <= math.ceil(encoded_names / budget) + 1
+    assert 1 < len(searches) < len(names) / 10
+    assert all(len(call.path) + len(call.query) < budget + 200 for call in searches)
+    assert nova_calls(state, "GET", "/servers/") == searches
+
+
+# -- writing metadata --------------------------------------------------------------------------------
+
+
+def test_set_metadata_is_one_merge_that_keeps_foreign_keys(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-7", LANDB_KEYS)
+    state.reset_api_calls()
+    server_store.set_metadata(
+        server, {"landb-alias": "app--load-0-", "server": "a key named like a parameter"}
+    )
+    assert state.metadata(server) == {
+        **LANDB_KEYS,
+        "landb-alias": "app--load-0-",
+        "server": "a key named like a parameter",
+    }
+    assert [
+        (call.method, call.path.rsplit("/", 1)[-1]) for call in nova_calls(state, path_prefix="/servers/")
+    ] == [("POST", "metadata")]
+
+
+def test_set_metadata_with_nothing_to_set_sends_nothing(simulator: Any, server_store: Any) -> None:
+    server = simulator.state.add_server("cluster-node-8")
+    simulator.state.reset_api_calls()
+    server_store.set_metadata(server, {})
+    assert nova_calls(simulator.state) == []
+
+
+def test_delete_metadata_is_one_delete_of_one_key(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-9", {**LANDB_KEYS, "landb-alias2": "old--load-1-"})
+    state.reset_api_calls()
+    server_store.delete_metadata(server, "landb-alias2")
+    assert state.metadata(server) == LANDB_KEYS
+    calls = nova_calls(state)
+    assert [call.method for call in calls] == ["DELETE"]
+    assert calls[0].path.endswith(f"/servers/{server}/metadata/landb-alias2")
+
+
+def test_deleting_a_missing_key_succeeds(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-10", LANDB_KEYS)
+    state.reset_api_calls()
+    server_store.delete_metadata(server, "landb-alias3")
+    assert [call.status for call in nova_calls(state, "DELETE")] == [404]
+    assert state.metadata(server) == LANDB_KEYS
+
+
+@pytest.mark.parametrize("key", ["", ".", "..", " ", "../..", "landb-alias/..", "a/b", "x" * 256, "é"])
+def test_keys_that_are_not_one_metadata_key_are_never_sent(
+    simulator: Any, server_store: Any, key: str
+) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-11", LANDB_KEYS)
+    state.reset_api_calls()
+    with pytest.raises(ValueError, match="refusing"):
+        server_store.delete_metadata(server, key)
+    assert nova_calls(state) == []
+    assert state.metadata(server) == LANDB_KEYS
+
+
+def test_max_metadata_items_reads_the_quota_once(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    state.set_quota(40)
+    state.reset_api_calls()
+    assert server_store.max_metadata_items() == 40
+    assert server_store.max_metadata_items() == 40
+    assert len(nova_calls(state, "GET", "/limits")) == 1
+
+
+# -- failures ----------------------------------------------------------------------------------------
+
+
+def test_a_locked_server_is_a_non_retryable_nova_error_tried_once(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-12", LANDB_KEYS)
+    state.set_locked(server, True)
+    state.reset_api_calls()
+    with pytest.raises(UpstreamError) as raised:
+        server_store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", False)
+    assert "409" in raised.value.reason and "locked" in raised.value.reason
+    assert len(nova_calls(state, "POST")) == 1
+    assert state.metadata(server) == LANDB_KEYS
+
+
+def test_a_full_quota_is_a_non_retryable_nova_error(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-13", LANDB_KEYS)
+    state.set_quota(len(LANDB_KEYS))
+    with pytest.raises(UpstreamError) as raised:
+        server_store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", False)
+    assert "403" in raised.value.reason
+
+
+def test_an_invalid_value_is_a_non_retryable_nova_error(simulator: Any, server_store: Any) -> None:
+    server = simulator.state.add_server("cluster-node-14")
+    with pytest.raises(UpstreamError) as raised:
+        server_store.set_metadata(server, {"landb-alias": "x" * 256})
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", False)
+    assert "400" in raised.value.reason
+
+
+def test_a_transient_503_is_retried_until_it_succeeds(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-15", LANDB_KEYS)
+    server_store.max_metadata_items()  # authenticated and discovered: only the write remains
+    state.reset_api_calls()
+    fault = state.inject_fault(api="nova", method="POST", path_pattern="/metadata$", status=503, times=2)
+    server_store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert fault.hits == 2
+    assert [call.status for call in nova_calls(state, "POST")] == [503, 503, 200]
+    assert state.metadata(server)["landb-alias"] == "app--load-0-"
+
+
+def test_a_lasting_503_becomes_a_retryable_error_after_two_retries(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-16", LANDB_KEYS)
+    server_store.max_metadata_items()
+    state.reset_api_calls()
+    state.inject_fault(api="nova", method="POST", path_pattern="/metadata$", status=503, times=None)
+    with pytest.raises(UpstreamError) as raised:
+        server_store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", True)
+    assert len(nova_calls(state, "POST")) == 3
+    assert state.metadata(server) == LANDB_KEYS
+
+
+def test_a_slow_nova_hits_the_per_call_timeout_and_is_not_retried_past_it(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-17")
+    store = make_server_store(timeout=0.5)
+    store.max_metadata_items()
+    state.inject_fault(
+        api="nova", method="POST", path_pattern="/metadata$", status=None, delay=5.0, times=None
+    )
+    started = time.monotonic()
+    with pytest.raises(UpstreamError) as raised:
+        store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    # One timed-out attempt: two retries of it would have taken three times as long.
+    assert 0.5 <= time.monotonic() - started < 1.2
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", True)
+    assert "timed out" in raised.value.reason
+
+
+def test_keystone_down_is_reported_as_keystone(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-18")
+    state.inject_fault(api="keystone", method="POST", path_pattern="/auth/tokens", status=503, times=None)
+    with pytest.raises(UpstreamError) as raised:
+        server_store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert (raised.value.upstream, raised.value.retryable) == ("keystone", True)
+    assert state.metadata(server) == {}
+
+
+def test_wrong_credentials_are_a_non_retryable_keystone_error(simulator: Any, client_config: Any) -> None:
+    clouds = client_config.clouds_yaml.read_text()
+    password = simulator.state.credentials.password
+    assert password in clouds
+    client_config.clouds_yaml.write_text(clouds.replace(password, "not-the-password"))
+    store = OpenStackServerStore(
+        client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, retry_backoff=0.01
+    )
+    try:
+        with pytest.raises(UpstreamError) as raised:
+            store.max_metadata_items()
+    finally:
+        store.close()
+    assert (raised.value.upstream, raised.value.retryable) == ("keystone", False)
+    assert "401" in raised.value.reason
+    assert "not-the-password" not in str(raised.value)
+
+
+def test_an_expired_token_is_renewed_transparently(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-19", LANDB_KEYS)
+    server_store.max_metadata_items()
+    tokens_issued = len([call for call in state.api_calls("keystone") if call.method == "POST"])
+    assert tokens_issued == 1
+    assert state.expire_tokens() >= 1
+    state.reset_api_calls()
+    server_store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert state.metadata(server)["landb-alias"] == "app--load-0-"
+    assert [call.status for call in nova_calls(state, "POST")] == [401, 200]
+    assert len([call for call in state.api_calls("keystone") if call.method == "POST"]) == 1
+
+
+# -- configuration -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cloud", ["cloud_name", "appcred_cloud_name", "trust_cloud_name"])
+def test_every_cern_style_credential_works(simulator: Any, client_config: Any, cloud: str) -> None:
+    server = simulator.state.add_server("cluster-node-20")
+    store = OpenStackServerStore(getattr(client_config, cloud), clouds_yaml=client_config.clouds_yaml)
+    try:
+        assert store.servers_for([node("cluster-node-20", server)])["cluster-node-20"].id == server
+    finally:
+        store.close()
+
+
+def test_without_a_cloud_name_the_os_environment_is_used(
+    simulator: Any, client_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in client_config.environment().items():
+        monkeypatch.setenv(name, value)
+    simulator.state.set_quota(77)
+    store = OpenStackServerStore(None)
+    try:
+        assert store.max_metadata_items() == 77
+    finally:
+        store.close()
+
+
+def test_a_read_only_account_is_refused_writes_without_retries(simulator: Any, client_config: Any) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-21", LANDB_KEYS)
+    store = OpenStackServerStore(client_config.readonly_cloud_name, clouds_yaml=client_config.clouds_yaml)
+    state.reset_api_calls()
+    try:
+        with pytest.raises(UpstreamError) as raised:
+            store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    finally:
+        store.close()
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", False)
+    assert len(nova_calls(state, "POST")) == 1
+    assert state.metadata(server) == LANDB_KEYS
+
+
+def test_concurrent_first_use_connects_and_authenticates_once(simulator: Any, server_store: Any) -> None:
+    state = simulator.state
+    servers = [state.add_server(f"cluster-node-{30 + i}", LANDB_KEYS) for i in range(8)]
+    state.reset_api_calls()
+    alias = {"landb-alias": "app--load-0-"}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda server: server_store.set_metadata(server, alias), servers))
+    assert all(state.metadata(server)["landb-alias"] == "app--load-0-" for server in servers)
+    assert len([call for call in state.api_calls("keystone") if call.method == "POST"]) == 1
+    assert len(nova_calls(state, "POST")) == 8
