@@ -1,0 +1,3 @@
+module landb-webhook.invalid/e2e/feeder
+
+go 1.22
