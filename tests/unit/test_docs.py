@@ -1,0 +1,26 @@
+"""The README's configuration reference stays complete as settings are added."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from landb_webhook.config import Settings
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_every_setting_is_documented_with_its_variable_and_flag() -> None:
+    text = README.read_text()
+    missing = [
+        name
+        for name in Settings.model_fields
+        if f"`LANDB_{name.upper()}` (`--{name.replace('_', '-')}`)" not in text
+    ]
+    assert missing == []
+
+
+def test_the_quick_start_is_the_two_make_targets_ci_runs() -> None:
+    text = README.read_text()
+    assert "make demo" in text and "make test" in text
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "make test" in ci
