@@ -1,0 +1,300 @@
+"""The ``landb-webhook`` command: ``serve`` (production), ``simulator`` and ``demo`` (no cloud needed).
+
+``serve`` has one flag per field of :class:`~landb_webhook.config.Settings`, generated from the model
+by pydantic-settings; each flag overrides the matching ``LANDB_*`` environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import shlex
+import socket
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import ValidationError
+from pydantic_settings import CliSettingsSource, SettingsError
+
+import landb_webhook
+from landb_webhook.config import Settings
+from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.logs import configure_logging, get_logger
+from landb_webhook.metrics import Metrics
+from landb_webhook.webhook.app import create_api_app, create_health_app
+from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
+
+PROG = "landb-webhook"
+ENV_PREFIX = "LANDB_"
+EXIT_INVALID_SETTINGS = 2
+EXIT_CANNOT_START = 1
+DEFAULT_DEMO_STATE_DIR = Path("state")
+"""``./state``: kept after the demo exits so its clouds.yaml and kubeconfig can be read; gitignored."""
+
+_log = get_logger(__name__)
+
+
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]]:
+    """The argument parser, and the pydantic-settings source that turns ``serve``'s flags into Settings."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="ExternalDNS webhook provider publishing cern.ch names as landb-alias metadata "
+        "on a Kubernetes cluster's ingress nodes.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {landb_webhook.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the webhook API and the health/metrics listener",
+        description=textwrap.fill(
+            "Serve the webhook API for external-dns and /healthz, /readyz, /metrics. Every flag can also "
+            f"be set with the {ENV_PREFIX}* environment variable shown; a flag wins over the variable."
+        ),
+        epilog=_environment_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    settings_flags: CliSettingsSource[Settings] = CliSettingsSource(
+        Settings,
+        root_parser=serve,
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_hide_none_type=True,
+        cli_show_env_vars=True,
+    )
+
+    simulator = commands.add_parser(
+        "simulator",
+        help="run the simulated OpenStack and Kubernetes APIs",
+        description="Run the simulated Keystone, Nova and Kubernetes APIs on 127.0.0.1 until interrupted, "
+        "and write clouds.yaml and kubeconfig for them into the state directory.",
+    )
+    simulator.add_argument(
+        "--state-dir", type=Path, required=True, help="where the client configs are written"
+    )
+    simulator.add_argument(
+        "--ingress-nodes", type=int, default=3, help="ingress nodes to create (default: 3)"
+    )
+    simulator.add_argument("--workers", type=int, default=1, help="worker nodes to create (default: 1)")
+    simulator.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default: 0, any free port)"
+    )
+
+    demo = commands.add_parser(
+        "demo",
+        help="serve the webhook against an in-process simulator, and print what to try",
+        description="Start the simulator with a 3-ingress-node cluster, serve the webhook against it on "
+        "127.0.0.1, and print curl, kubectl and openstack commands to try.",
+    )
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_DEMO_STATE_DIR,
+        help="where clouds.yaml and kubeconfig are written; kept after exit (default: ./state)",
+    )
+    demo.add_argument("--api-port", type=int, default=8888, help="webhook API port (default: 8888)")
+    demo.add_argument("--health-port", type=int, default=8080, help="health/metrics port (default: 8080)")
+    return parser, settings_flags
+
+
+def _environment_epilog() -> str:
+    present = [
+        f"  {ENV_PREFIX}{field.upper()}={os.environ[ENV_PREFIX + field.upper()]}"
+        for field in Settings.model_fields
+        if ENV_PREFIX + field.upper() in os.environ
+    ]
+    if not present:
+        return f"No {ENV_PREFIX}* variable is set: the defaults above apply."
+    return "Set in the environment now (flags override them):\n" + "\n".join(present)
+
+
+def load_settings(args: argparse.Namespace, settings_flags: CliSettingsSource[Settings]) -> Settings:
+    """Defaults, overridden by ``LANDB_*`` variables, overridden by flags. Raises ValidationError."""
+    return Settings(_cli_settings_source=settings_flags(parsed_args=args))
+
+
+def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
+    """One paragraph naming each bad setting by its flag and variable, what is wrong and the value given."""
+    if isinstance(error, SettingsError):
+        return f"invalid settings: {error}."
+    problems = []
+    for detail in error.errors(include_url=False):
+        field = str(detail["loc"][0]) if detail["loc"] else ""
+        where = f"--{field.replace('_', '-')} ({ENV_PREFIX}{field.upper()})" if field else "settings"
+        message = str(detail["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message} (got {detail['input']!r})")
+    return f"invalid settings: {'; '.join(problems)}. See '{PROG} serve --help'."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, settings_flags = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        try:
+            settings = load_settings(args, settings_flags)
+        except (ValidationError, SettingsError) as error:
+            print(f"{PROG} serve: {describe_invalid_settings(error)}", file=sys.stderr)
+            return EXIT_INVALID_SETTINGS
+        return serve(settings)
+    if args.command == "simulator":
+        return _simulator(args)
+    return _demo(args)
+
+
+def serve(settings: Settings) -> int:
+    """Bind both listeners first, then build the provider and serve until SIGTERM/SIGINT."""
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        api_listener = bind_listener(settings.api_host, settings.api_port)
+        health_listener = bind_listener(settings.health_host, settings.health_port)
+    except OSError as error:
+        _log.error("cannot listen", reason=str(error))
+        return EXIT_CANNOT_START
+    return run_webhook(settings, api_listener, health_listener)
+
+
+def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
+    """Serve the webhook on already-bound sockets with the provider ``landb_webhook.app`` builds."""
+    from landb_webhook.app import build_provider  # noqa: PLC0415 (imports every adapter: not for --help)
+
+    metrics = Metrics.create()
+    try:
+        provider, resources = build_provider(settings, metrics)
+    except Exception as error:
+        # Usually configuration (no kubeconfig, unknown cloud): say what, without a traceback...
+        _log.error("cannot start: building the provider failed", error=f"{type(error).__name__}: {error}")
+        _log.debug("traceback", exc_info=True)  # ...unless asked for with --log-level debug.
+        api_listener.close()
+        health_listener.close()
+        return EXIT_CANNOT_START
+    closeable: _Closeable = resources
+    try:
+        servers = HttpServers(
+            [
+                (create_api_app(provider, metrics, request_timeout=settings.request_timeout), api_listener),
+                (create_health_app(provider, metrics), health_listener),
+            ],
+            graceful_timeout=math.ceil(settings.request_timeout) + 2,
+        )
+        _log.info(
+            "serving",
+            api=listener_url(api_listener),
+            health=listener_url(health_listener),
+            version=landb_webhook.__version__,
+            settings=settings.model_dump(mode="json"),
+        )
+        asyncio.run(servers.serve())
+        _log.info("stopped")
+    finally:
+        closeable.close()
+    return 0
+
+
+def _simulator(args: argparse.Namespace) -> int:
+    from landb_webhook.simulator import run_simulator  # noqa: PLC0415 (only this command needs it)
+
+    configure_logging("info", "console")
+    run_simulator(args.state_dir, ingress_nodes=args.ingress_nodes, workers=args.workers, port=args.port)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from landb_webhook.simulator import Simulator, seed_cluster  # noqa: PLC0415 (only the demo needs it)
+
+    configure_logging("info", "console")
+    state_dir: Path = args.state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        api_listener = bind_listener("127.0.0.1", args.api_port)
+        health_listener = bind_listener("127.0.0.1", args.health_port)
+    except OSError as error:
+        _log.error("cannot listen", reason=str(error))
+        return EXIT_CANNOT_START
+    with Simulator() as sim:
+        ingress_count = 3
+        ingress_names = seed_cluster(sim.state, ingress_nodes=ingress_count, workers=1)[:ingress_count]
+        servers = {server.name: server for server in sim.state.servers()}
+        first_ingress = servers[ingress_names[0]]
+        # An alias someone set by hand, without an ownership claim: the webhook must leave it alone.
+        sim.state.set_metadata_direct(
+            first_ingress.id, {**sim.state.metadata(first_ingress.id), "landb-alias": "legacy--load-0-"}
+        )
+        config = sim.write_client_config(state_dir)
+        os.environ["OS_CLIENT_CONFIG_FILE"] = str(config.clouds_yaml)
+        settings = Settings(
+            api_host="127.0.0.1",
+            api_port=api_listener.getsockname()[1],
+            health_host="127.0.0.1",
+            health_port=health_listener.getsockname()[1],
+            os_cloud=config.cloud_name,
+            kubeconfig=config.kubeconfig,
+            ownership_store="configmap",
+            ownership_namespace="default",
+            log_format="console",
+        )
+        print(
+            demo_instructions(
+                api=listener_url(api_listener),
+                health=listener_url(health_listener),
+                state_dir=state_dir,
+                cloud_name=config.cloud_name,
+                ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],
+                node_name=first_ingress.name,
+            ),
+            flush=True,
+        )
+        return run_webhook(settings, api_listener, health_listener)
+
+
+def demo_instructions(
+    *, api: str, health: str, state_dir: Path, cloud_name: str, ingress_ips: Sequence[str], node_name: str
+) -> str:
+    """Ready-to-paste commands exercising every webhook call and showing where the result lands."""
+    record = Endpoint("myapp.cern.ch", "A", tuple(sorted(ingress_ips)))
+    claim = Endpoint(
+        "a-myapp.cern.ch",
+        "TXT",
+        ('"heritage=external-dns,external-dns/owner=demo,external-dns/resource=ingress/default/myapp"',),
+        labels=(("ownedRecord", "myapp.cern.ch"),),
+    )
+    create = encode_changes(Changes(create=(record, claim))).decode()
+    desired = encode_endpoints([Endpoint("myapp.cern.ch", "A", ("192.0.2.1",), record_ttl=300)]).decode()
+    accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
+    kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
+    clouds = shlex.quote(str(state_dir / "clouds.yaml"))
+    return f"""
+landb-webhook demo: webhook API on {api}, health and metrics on {health}.
+The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
+alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try:
+
+  # negotiation: the domain filter
+  curl -si {api}/ -H {accept}
+  # current records
+  curl -s {api}/records
+  # what the provider makes of a desired endpoint (targets become the ingress node IPs, TTL 0)
+  curl -s -X POST {api}/adjustendpoints -d {shlex.quote(desired)}
+  # publish myapp.cern.ch with its TXT ownership claim, as external-dns would (answers 204)
+  curl -si -X POST {api}/records -d {shlex.quote(create)}
+
+  # where it lands: node metadata in Nova, the ownership claim in a ConfigMap
+  OS_CLIENT_CONFIG_FILE={clouds} openstack --os-cloud {cloud_name} server show {node_name} -c properties
+  kubectl --kubeconfig {kubeconfig} get nodes --show-labels
+  kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
+  curl -s {health}/metrics | grep ^landb_webhook_
+
+State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
+"""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

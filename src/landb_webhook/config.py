@@ -1,0 +1,113 @@
+"""Every setting of the service, read from ``LANDB_*`` environment variables and command-line flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from landb_webhook.landb.names import validate_label
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LANDB_", extra="forbid", frozen=True)
+
+    # HTTP
+    api_host: str = Field("127.0.0.1", description="Address of the webhook API (external-dns calls it).")
+    api_port: int = Field(8888, ge=0, le=65535, description="Port of the webhook API.")
+    health_host: str = Field("0.0.0.0", description="Address of /healthz, /readyz and /metrics.")
+    health_port: int = Field(8080, ge=0, le=65535, description="Port of /healthz, /readyz and /metrics.")
+    request_timeout: float = Field(
+        10.0, gt=0, le=14, description="Seconds a webhook call may take before it answers 503."
+    )
+
+    # DNS
+    dns_domain: str = Field(
+        "cern.ch", description="Zone LanDB publishes aliases in: alias `app` is `app.<zone>`."
+    )
+    # NoDecode: pydantic-settings would otherwise insist on JSON for a list read from the environment.
+    domain_filter: Annotated[list[str], NoDecode] = Field(
+        ["cern.ch"],
+        description="Domain suffixes announced to external-dns at negotiation (comma-separated).",
+    )
+
+    # Kubernetes
+    kubeconfig: Path | None = Field(
+        None, description="Kubeconfig file; unset means in-cluster config, then $KUBECONFIG."
+    )
+    ingress_selector: str = Field(
+        "role=ingress", description="Label selector of the nodes that carry the aliases."
+    )
+    exclude_label: str = Field(
+        "node.kubernetes.io/exclude-from-external-load-balancers",
+        description="Nodes with this label never carry aliases, even if they match the selector.",
+    )
+
+    # OpenStack
+    os_cloud: str | None = Field(
+        None, description="Cloud name in clouds.yaml; unset means the OS_CLOUD / OS_* environment."
+    )
+    upstream_timeout: float = Field(
+        5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."
+    )
+    write_concurrency: int = Field(4, ge=1, le=32, description="Servers written to at the same time.")
+    inventory_max_age: float = Field(
+        30.0, ge=0, description="Seconds AdjustEndpoints may reuse the inventory read by Records."
+    )
+
+    # LanDB
+    max_value_length: int = Field(
+        254, ge=80, le=255, description="Longest landb-alias* value written, commas included."
+    )
+    index_floor: int = Field(0, ge=0, description="Smallest N given to a new `--load-N-` token.")
+
+    # Ownership
+    registry: Literal["txt", "noop"] = Field(
+        "txt",
+        description="external-dns' --registry: with txt, aliases without a TXT claim are never touched.",
+    )
+    ownership_store: Literal["configmap", "memory"] = Field(
+        "configmap", description="Where TXT ownership records live (memory is for tests and demos)."
+    )
+    ownership_namespace: str | None = Field(
+        None, description="Namespace of the ownership ConfigMap; unset means the pod's own namespace."
+    )
+    ownership_configmap: str = Field(
+        "landb-webhook-ownership", description="Name of the ownership ConfigMap."
+    )
+
+    # Operation
+    dry_run: bool = Field(False, description="Log every metadata write instead of doing it.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    log_format: Literal["json", "console"] = Field(
+        "json", description="json for production, console for humans."
+    )
+
+    @field_validator("dns_domain")
+    @classmethod
+    def _domain_is_lower_case(cls, value: str) -> str:
+        value = value.strip(".").lower()
+        for part in value.split("."):
+            validate_label(part)
+        return value
+
+    @field_validator("domain_filter", mode="before")
+    @classmethod
+    def _split_comma_list(cls, value: object) -> object:
+        """Accept ``a.ch,b.org`` (env and flags) and a JSON list, as pydantic-settings users expect."""
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                try:
+                    return json.loads(value)
+                except json.JSONDecodeError:
+                    raise ValueError("neither a JSON list nor comma-separated domain suffixes") from None
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("domain_filter")
+    @classmethod
+    def _suffixes_are_lower_case(cls, value: list[str]) -> list[str]:
+        return [suffix.strip().strip(".").lower() for suffix in value if suffix.strip().strip(".")]

@@ -1,0 +1,173 @@
+"""Logging: structlog for our own lines, the same renderer for stdlib loggers, secrets scrubbed from both.
+
+Call :func:`configure_logging` once at start-up. Our loggers (``landb_webhook.*``) log at the configured
+level; libraries (uvicorn, openstacksdk, keystoneauth, kubernetes, urllib3) only from WARNING unless the
+level is ``debug``. Every line, ours or a library's, passes :func:`redact_secrets` last before rendering.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Literal, TextIO
+
+import structlog
+from structlog.typing import Processor
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["json", "console"]
+
+REDACTED = "[REDACTED]"
+
+_HANDLER_NAME = "landb-webhook"
+_OWN_LOGGER = "landb_webhook"
+
+_SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "secret", "authorization", "cookie", "apikey"})
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("set", "cookie")})
+# "token" alone or after one of these: X-Auth-Token, X-Subject-Token, access_token... but not the
+# landb `--load-N-` tokens (load_token, alias_tokens), which are what the logs are about.
+_TOKEN_KINDS = frozenset(
+    {"auth", "access", "refresh", "id", "subject", "bearer", "session", "api", "service"}
+)
+_KEY_SEGMENTS = re.compile(r"[-_. ]+")
+_CAMEL_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_VALUE = re.compile(
+    # `password=x`, `X-Auth-Token: x`, `'secret': 'x'`, `"Authorization": "Bearer x"`, `?token=x&`
+    r"(?P<key>[A-Za-z][\w.-]*)"
+    r"(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
+    r"(?P<scheme>(?:Bearer|Basic|Token|Negotiate)\s+)?"
+    r"(?P<value>[^\s\"',;&)}\]]+)",
+)
+_SECRET_SHAPES = (
+    re.compile(r"\bgAAAAA[\w-]{20,}={0,2}"),  # Keystone Fernet token
+    re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"),  # JWT (Kubernetes service account token)
+)
+_URL_PASSWORD = re.compile(r"(?P<prefix>://[^/\s:@]+:)[^/\s@]+@")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a value logged under ``key`` (a field, header or parameter name) must be hidden."""
+    words = _CAMEL_CASE_BOUNDARY.sub("_", key).lower()  # clientSecret -> client_secret
+    segments = [segment for segment in _KEY_SEGMENTS.split(words) if segment]
+    if _SECRET_WORDS.intersection(segments):
+        return True
+    pairs = set(itertools.pairwise(segments))
+    if _SECRET_PAIRS & pairs:
+        return True
+    return bool(segments) and segments[-1] == "token" and (len(segments) == 1 or segments[-2] in _TOKEN_KINDS)
+
+
+def _redact_assignment(match: re.Match[str]) -> str:
+    if not is_secret_key(match["key"]):
+        return match[0]
+    return f"{match['key']}{match['sep']}{match['scheme'] or ''}{REDACTED}"
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret-looking value replaced by ``[REDACTED]``."""
+    text = _KEY_VALUE.sub(_redact_assignment, text)
+    for shape in _SECRET_SHAPES:
+        text = shape.sub(REDACTED, text)
+    return _URL_PASSWORD.sub(lambda match: f"{match['prefix']}{REDACTED}@", text)
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if isinstance(key, str) and is_secret_key(key) else _redact(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        if len(items) == 2 and isinstance(items[0], str) and is_secret_key(items[0]):
+            return [items[0], REDACTED]  # a (name, value) header pair
+        return [_redact(item) for item in items]
+    return value
+
+
+def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """structlog processor: blank every value under a secret-sounding key and every secret-looking text.
+
+    Runs after exceptions are formatted, so tracebacks and library messages are scrubbed as well.
+    """
+    return {
+        key: REDACTED if key != "event" and is_secret_key(key) else _redact(value)
+        for key, value in event_dict.items()
+    }
+
+
+def configure_logging(
+    level: LogLevel = "info", log_format: LogFormat = "json", *, stream: TextIO | None = None
+) -> None:
+    """Route structlog and stdlib logging to one handler on ``stream`` (stderr by default).
+
+    Calling it again replaces the previous configuration (tests do).
+    """
+    output = stream if stream is not None else sys.stderr
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        # Not cached: a logger bound at import time must follow a later configure_logging().
+        cache_logger_on_first_use=False,
+    )
+    renderer: Processor
+    if log_format == "json":
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=output.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            redact_secrets,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(output)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(formatter)
+
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(previous)
+    root.addHandler(handler)
+    numeric_level = logging.getLevelNamesMapping()[level.upper()]
+    root.setLevel(numeric_level if numeric_level == logging.DEBUG else logging.WARNING)
+    logging.getLogger(_OWN_LOGGER).setLevel(numeric_level)
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    """A structlog logger backed by the stdlib logger ``name`` (use ``__name__``)."""
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger
+
+
+def reset_logging() -> None:
+    """Undo :func:`configure_logging`: structlog's defaults, no handler of ours (tests use it)."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger(_OWN_LOGGER).setLevel(logging.NOTSET)
+    structlog.reset_defaults()

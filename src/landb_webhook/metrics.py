@@ -1,0 +1,129 @@
+"""The Prometheus metrics the service exposes on ``/metrics``, all prefixed ``landb_webhook_``.
+
+One :class:`Metrics` object owns its own registry, so two instances (two tests, two apps in one
+process) never collide. The HTTP layer fills the request metrics; the provider receives the same
+object and fills the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+import landb_webhook
+
+PREFIX = "landb_webhook"
+
+# external-dns gives up on a reply after 15 s; the buckets cover that range.
+REQUEST_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0)
+
+WRITE_OPERATIONS = ("post", "delete")
+WRITE_RESULTS = ("ok", "error", "dry_run")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    registry: CollectorRegistry
+
+    # Filled by the HTTP layer.
+    requests_total: Counter
+    """Webhook and health requests answered, by ``route`` (negotiate, records, adjust_endpoints,
+    apply_changes, healthz, readyz, metrics, unmatched) and HTTP ``code``."""
+    request_duration_seconds: Histogram
+    """Time to answer, by ``route``."""
+
+    # Filled by the provider.
+    upstream_errors_total: Counter
+    """Failed calls to a remote API, by ``upstream`` (nova, keystone, kubernetes, ...)."""
+    metadata_writes_total: Counter
+    """Nova metadata writes, by ``operation`` (post|delete) and ``result`` (ok|error|dry_run)."""
+    refused_changes_total: Counter
+    """Changes refused as invalid or impossible, by ``reason``."""
+    dropped_endpoints_total: Counter
+    """Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by ``reason``."""
+    aliases_managed: Gauge
+    """Aliases published by this cluster's ingress nodes at the last inventory."""
+    ingress_nodes: Gauge
+    """Nodes currently selected to carry aliases."""
+    last_apply_success_timestamp_seconds: Gauge
+    """Unix time of the last ApplyChanges that fully succeeded."""
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None, *, process_metrics: bool = True) -> Metrics:
+        """Build every instrument in ``registry`` (a fresh one by default).
+
+        ``process_metrics`` adds the usual process_*, python_gc_* and python_info series, as the
+        default prometheus_client registry would.
+        """
+        registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        if process_metrics:
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            GCCollector(registry=registry)
+        Info(f"{PREFIX}_build", "Version of landb-webhook.", registry=registry).info(
+            {"version": landb_webhook.__version__}
+        )
+        metrics = cls(
+            registry=registry,
+            requests_total=Counter(
+                f"{PREFIX}_requests_total",
+                "Webhook and health requests answered, by route and HTTP status code.",
+                ["route", "code"],
+                registry=registry,
+            ),
+            request_duration_seconds=Histogram(
+                f"{PREFIX}_request_duration_seconds",
+                "Time to answer a request, by route.",
+                ["route"],
+                buckets=REQUEST_DURATION_BUCKETS,
+                registry=registry,
+            ),
+            upstream_errors_total=Counter(
+                f"{PREFIX}_upstream_errors_total",
+                "Failed calls to a remote API (Nova, Keystone, Kubernetes), by upstream.",
+                ["upstream"],
+                registry=registry,
+            ),
+            metadata_writes_total=Counter(
+                f"{PREFIX}_metadata_writes_total",
+                "Nova server metadata writes, by operation (post|delete) and result (ok|error|dry_run).",
+                ["operation", "result"],
+                registry=registry,
+            ),
+            refused_changes_total=Counter(
+                f"{PREFIX}_refused_changes_total",
+                "Changes refused because they are invalid or cannot be applied, by reason.",
+                ["reason"],
+                registry=registry,
+            ),
+            dropped_endpoints_total=Counter(
+                f"{PREFIX}_dropped_endpoints_total",
+                "Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by reason.",
+                ["reason"],
+                registry=registry,
+            ),
+            aliases_managed=Gauge(
+                f"{PREFIX}_aliases_managed",
+                "Aliases published by the cluster's ingress nodes at the last inventory.",
+                registry=registry,
+            ),
+            ingress_nodes=Gauge(
+                f"{PREFIX}_ingress_nodes",
+                "Nodes currently selected to carry aliases.",
+                registry=registry,
+            ),
+            last_apply_success_timestamp_seconds=Gauge(
+                f"{PREFIX}_last_apply_success_timestamp_seconds",
+                "Unix time of the last ApplyChanges that fully succeeded.",
+                registry=registry,
+            ),
+        )
+        # Series with a known, small label set exist from the start, so rate() works from the first write.
+        for operation in WRITE_OPERATIONS:
+            for result in WRITE_RESULTS:
+                metrics.metadata_writes_total.labels(operation=operation, result=result)
+        return metrics

@@ -1,0 +1,206 @@
+"""The webhook JSON as external-dns reads and writes it, to and from :mod:`landb_webhook.endpoint`.
+
+Decoding is as forgiving as Go's ``encoding/json``: keys match case-insensitively (the later of two
+spellings wins), unknown keys are ignored, ``null`` means "empty". It is as strict about types: a
+string where a list belongs, or a number where a string belongs, is a :class:`WireFormatError`.
+Encoding follows the Go ``omitempty`` tags: empty strings, empty lists, empty maps and TTL 0 are left out.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
+
+MEDIA_TYPE = "application/external.dns.webhook+json;version=1"
+"""Compared byte for byte by external-dns: no space after ``;``, no charset."""
+
+_INT64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+class WireFormatError(ValueError):
+    """The body is not JSON of the shape external-dns sends; the webhook answers 400."""
+
+
+class _WireModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _go_style_keys(cls, data: Any) -> Any:
+        """Match keys case-insensitively and treat ``null`` as absent, as Go's decoder does."""
+        if not isinstance(data, dict):
+            return data
+        keys = _json_keys_by_lower_case(cls)
+        matched: dict[str, Any] = {}
+        for key, value in data.items():
+            canonical = keys.get(str(key).lower())
+            if canonical is None:
+                continue
+            if value is None:
+                matched.pop(canonical, None)
+            else:
+                matched[canonical] = value
+        return cls._null_members_to_zero(matched)
+
+    @classmethod
+    def _null_members_to_zero(cls, data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+
+@functools.cache
+def _json_keys_by_lower_case(model: type[BaseModel]) -> dict[str, str]:
+    return {(field.alias or name).lower(): field.alias or name for name, field in model.model_fields.items()}
+
+
+class ProviderSpecificProperty(_WireModel):
+    name: str = ""
+    value: str = ""
+
+
+def _null_items_to_empty_strings(value: Any) -> Any:
+    if isinstance(value, list):
+        return ["" if item is None else item for item in value]
+    return value
+
+
+class EndpointModel(_WireModel):
+    dns_name: str = Field("", alias="dnsName")
+    targets: list[str] = Field(default_factory=list)
+    record_type: str = Field("", alias="recordType")
+    set_identifier: str = Field("", alias="setIdentifier")
+    record_ttl: _INT64 = Field(0, alias="recordTTL")
+    labels: dict[str, str] = Field(default_factory=dict)
+    provider_specific: list[ProviderSpecificProperty] = Field(default_factory=list, alias="providerSpecific")
+
+    @classmethod
+    def _null_members_to_zero(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Go decodes ``null`` inside a list or map as the zero value: an empty string or property."""
+        if "targets" in data:
+            data["targets"] = _null_items_to_empty_strings(data["targets"])
+        if isinstance(data.get("labels"), dict):
+            data["labels"] = {key: "" if value is None else value for key, value in data["labels"].items()}
+        if isinstance(data.get("providerSpecific"), list):
+            data["providerSpecific"] = [{} if item is None else item for item in data["providerSpecific"]]
+        return data
+
+    @classmethod
+    def from_endpoint(cls, endpoint: Endpoint) -> EndpointModel:
+        return cls(
+            dnsName=endpoint.dns_name,
+            targets=list(endpoint.targets),
+            recordType=endpoint.record_type,
+            setIdentifier=endpoint.set_identifier,
+            recordTTL=endpoint.record_ttl,
+            labels=dict(sorted(endpoint.labels)),
+            providerSpecific=[
+                ProviderSpecificProperty(name=name, value=value) for name, value in endpoint.provider_specific
+            ],
+        )
+
+    def to_endpoint(self) -> Endpoint:
+        return Endpoint(
+            dns_name=self.dns_name,
+            record_type=self.record_type,
+            targets=tuple(self.targets),
+            set_identifier=self.set_identifier,
+            record_ttl=self.record_ttl,
+            labels=tuple(sorted(self.labels.items())),
+            provider_specific=tuple((prop.name, prop.value) for prop in self.provider_specific),
+        )
+
+
+# A ``null`` element of an endpoint list is a nil pointer in Go; we skip it rather than fail the loop.
+_EndpointList = list[EndpointModel | None]
+
+
+class ChangesModel(_WireModel):
+    create: _EndpointList = Field(default_factory=list)
+    update_old: _EndpointList = Field(default_factory=list, alias="updateOld")
+    update_new: _EndpointList = Field(default_factory=list, alias="updateNew")
+    delete: _EndpointList = Field(default_factory=list)
+
+    def to_changes(self) -> Changes:
+        return Changes(
+            create=_to_endpoints(self.create),
+            update_old=_to_endpoints(self.update_old),
+            update_new=_to_endpoints(self.update_new),
+            delete=_to_endpoints(self.delete),
+        )
+
+
+class DomainFilterModel(_WireModel):
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+def _to_endpoints(models: Iterable[EndpointModel | None]) -> tuple[Endpoint, ...]:
+    return tuple(model.to_endpoint() for model in models if model is not None)
+
+
+_ENDPOINTS_IN: TypeAdapter[_EndpointList | None] = TypeAdapter(_EndpointList | None)
+_CHANGES_IN: TypeAdapter[ChangesModel | None] = TypeAdapter(ChangesModel | None)
+_ENDPOINTS_OUT: TypeAdapter[list[EndpointModel]] = TypeAdapter(list[EndpointModel])
+
+
+def _wire_error(what: str, error: ValidationError) -> WireFormatError:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in detail['loc']) or 'body'}: {detail['msg']}"
+        for detail in error.errors(include_url=False, include_input=False)[:5]
+    )
+    return WireFormatError(f"invalid {what}: {problems}")
+
+
+def decode_endpoints(body: bytes | str) -> list[Endpoint]:
+    """A JSON array of endpoints (POST /adjustendpoints, GET /records); ``null`` is an empty list."""
+    try:
+        models = _ENDPOINTS_IN.validate_json(body)
+    except ValidationError as error:
+        raise _wire_error("endpoint list", error) from None
+    return list(_to_endpoints(models or ()))
+
+
+def decode_changes(body: bytes | str) -> Changes:
+    """The Changes object of POST /records, in either the current or the pre-v0.17 key spelling."""
+    try:
+        model = _CHANGES_IN.validate_json(body)
+    except ValidationError as error:
+        raise _wire_error("changes", error) from None
+    return model.to_changes() if model is not None else Changes()
+
+
+def decode_domain_filter(body: bytes | str) -> DomainFilter:
+    try:
+        model = DomainFilterModel.model_validate_json(body)
+    except ValidationError as error:
+        raise _wire_error("domain filter", error) from None
+    return DomainFilter(include=tuple(model.include), exclude=tuple(model.exclude))
+
+
+def encode_endpoints(endpoints: Sequence[Endpoint]) -> bytes:
+    return _ENDPOINTS_OUT.dump_json(
+        [EndpointModel.from_endpoint(endpoint) for endpoint in endpoints],
+        by_alias=True,
+        exclude_defaults=True,
+    )
+
+
+def encode_changes(changes: Changes) -> bytes:
+    """What external-dns sends to POST /records; for tests, benchmarks and the demo."""
+    model = ChangesModel(
+        create=[EndpointModel.from_endpoint(endpoint) for endpoint in changes.create],
+        updateOld=[EndpointModel.from_endpoint(endpoint) for endpoint in changes.update_old],
+        updateNew=[EndpointModel.from_endpoint(endpoint) for endpoint in changes.update_new],
+        delete=[EndpointModel.from_endpoint(endpoint) for endpoint in changes.delete],
+    )
+    return model.model_dump_json(by_alias=True, exclude_defaults=True).encode()
+
+
+def encode_domain_filter(domain_filter: DomainFilter) -> bytes:
+    """``{"include":[...]}``, sorted as Go sorts them; ``{}`` (match everything) when empty."""
+    model = DomainFilterModel(include=sorted(domain_filter.include), exclude=sorted(domain_filter.exclude))
+    return model.model_dump_json(exclude_defaults=True).encode()

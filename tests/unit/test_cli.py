@@ -1,0 +1,306 @@
+"""The landb-webhook command line: flags generated from Settings, env overrides, errors, serve's lifecycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import landb_webhook
+from landb_webhook.cli import build_parser, demo_instructions, load_settings, main
+from landb_webhook.config import Settings
+from landb_webhook.logs import reset_logging
+from landb_webhook.webhook.wire import decode_changes, decode_endpoints
+
+WAIT = 10.0
+"""Upper bound for a subprocess to start or stop; only reached when a test fails."""
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("LANDB_")]:
+        monkeypatch.delenv(name)
+
+
+def settings_from(argv: list[str]) -> Settings:
+    parser, settings_flags = build_parser()
+    return load_settings(parser.parse_args(argv), settings_flags)
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"landb-webhook {landb_webhook.__version__}"
+
+
+def test_serve_has_a_flag_for_every_setting_with_its_description_and_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
+
+    for name, field in Settings.model_fields.items():
+        assert f"--{name.replace('_', '-')}" in help_text
+        assert f"LANDB_{name.upper()}" in help_text
+        assert field.description is not None
+        assert " ".join(field.description.split()) in help_text
+
+
+def test_serve_help_shows_what_the_environment_sets(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANDB_API_PORT", "9999")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+
+    assert "LANDB_API_PORT=9999" in capsys.readouterr().out
+
+
+def test_environment_applies_and_flags_override_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANDB_API_PORT", "9999")
+    monkeypatch.setenv("LANDB_DOMAIN_FILTER", "cern.ch,example.org")
+    monkeypatch.setenv("LANDB_DRY_RUN", "true")
+    monkeypatch.setenv("LANDB_LOG_LEVEL", "debug")
+
+    from_env = settings_from(["serve"])
+    overridden = settings_from(
+        ["serve", "--api-port", "7000", "--no-dry-run", "--domain-filter", "a.ch,b.org"]
+    )
+
+    assert (from_env.api_port, from_env.dry_run, from_env.domain_filter) == (
+        9999,
+        True,
+        ["cern.ch", "example.org"],
+    )
+    assert (overridden.api_port, overridden.dry_run, overridden.domain_filter) == (
+        7000,
+        False,
+        ["a.ch", "b.org"],
+    )
+    assert overridden.log_level == "debug"  # untouched by flags: still from the environment
+
+
+def test_flags_of_every_kind_reach_the_settings() -> None:
+    settings = settings_from(
+        [
+            "serve",
+            "--dry-run",
+            "--kubeconfig",
+            "/etc/kube/config",
+            "--registry",
+            "noop",
+            "--request-timeout",
+            "4.5",
+            "--domain-filter",
+            "x.ch",
+            "--domain-filter",
+            "y.ch",
+        ]
+    )
+
+    assert settings.dry_run is True
+    assert settings.kubeconfig == Path("/etc/kube/config")
+    assert settings.registry == "noop"
+    assert settings.request_timeout == 4.5
+    assert settings.domain_filter == ["x.ch", "y.ch"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "must_mention"),
+    [
+        (["serve", "--api-port", "70000"], {}, ["--api-port", "LANDB_API_PORT", "65535", "70000"]),
+        (
+            ["serve"],
+            {"LANDB_REQUEST_TIMEOUT": "soon"},
+            ["--request-timeout", "LANDB_REQUEST_TIMEOUT", "soon"],
+        ),
+        (["serve", "--dns-domain", "cern_ch"], {}, ["--dns-domain", "cern_ch"]),
+        (["serve", "--log-level", "loud"], {}, ["--log-level", "loud"]),
+    ],
+)
+def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
+    argv: list[str],
+    environment: dict[str, str],
+    must_mention: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    code = main(argv)
+
+    error = capsys.readouterr().err
+    assert code == 2
+    assert error.startswith("landb-webhook serve: invalid settings: ")
+    assert error.count("\n") == 1
+    assert "Traceback" not in error
+    for text in must_mention:
+        assert text in error
+
+
+def test_an_unknown_flag_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--no-such-flag"])
+
+    assert exited.value.code == 2
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([])
+
+    assert exited.value.code == 2
+
+
+def test_demo_instructions_are_ready_to_paste() -> None:
+    text = demo_instructions(
+        api="http://127.0.0.1:8888",
+        health="http://127.0.0.1:8080",
+        state_dir=Path("/tmp/demo state"),
+        cloud_name="simulator",
+        ingress_ips=["188.184.1.3", "188.184.1.2"],
+        node_name="demo-abc-node-0",
+    )
+    commands = [
+        shlex.split(line) for line in text.splitlines() if line.strip().startswith(("curl", "kubectl", "OS_"))
+    ]
+
+    apply = next(words for words in commands if "-X" in words and words[-1].startswith("{"))
+    changes = decode_changes(apply[-1])
+    assert [(e.dns_name, e.record_type) for e in changes.create] == [
+        ("myapp.cern.ch", "A"),
+        ("a-myapp.cern.ch", "TXT"),
+    ]
+    assert changes.create[0].targets == ("188.184.1.2", "188.184.1.3")
+    assert changes.create[1].targets[0].startswith('"heritage=external-dns,external-dns/owner=')
+    assert dict(changes.create[1].labels) == {"ownedRecord": "myapp.cern.ch"}
+    adjust = next(words for words in commands if any(word.endswith("/adjustendpoints") for word in words))
+    assert decode_endpoints(adjust[-1])[0].dns_name == "myapp.cern.ch"
+    assert [
+        "kubectl",
+        "--kubeconfig",
+        "/tmp/demo state/kubeconfig",
+        "get",
+        "nodes",
+        "--show-labels",
+    ] in commands
+    assert any(words[0] == "OS_CLIENT_CONFIG_FILE=/tmp/demo state/clouds.yaml" for words in commands)
+
+
+# --- serve as a process -------------------------------------------------------------------------------
+
+# The composition root is replaced by the in-memory reference provider, so only the CLI, logging,
+# listeners and shutdown are under test here.
+SERVE_WITH_IN_MEMORY_PROVIDER = """
+import sys, types
+from landb_webhook.endpoint import DomainFilter
+from landb_webhook.webhook.memory import InMemoryProvider
+
+class Resources:
+    def close(self):
+        print("resources closed", flush=True)
+
+def build_provider(settings, metrics):
+    return InMemoryProvider(DomainFilter(include=tuple(settings.domain_filter))), Resources()
+
+composition_root = types.ModuleType("landb_webhook.app")
+composition_root.build_provider = build_provider
+sys.modules["landb_webhook.app"] = composition_root
+
+from landb_webhook.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def serve_process() -> Iterator[tuple[subprocess.Popen[str], queue.Queue[dict[str, object]]]]:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            SERVE_WITH_IN_MEMORY_PROVIDER,
+            "serve",
+            "--api-port=0",
+            "--health-host=127.0.0.1",
+            "--health-port=0",
+            "--domain-filter=cern.ch,example.org",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LANDB_LOG_FORMAT": "json", "LANDB_LOG_LEVEL": "info"},
+    )
+    lines: queue.Queue[dict[str, object]] = queue.Queue()
+
+    def read_log() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(json.loads(line))
+
+    threading.Thread(target=read_log, daemon=True).start()
+    try:
+        yield process, lines
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(WAIT)
+
+
+def next_event(lines: queue.Queue[dict[str, object]], event: str) -> dict[str, object]:
+    while True:
+        line = lines.get(timeout=WAIT)
+        if line["event"] == event:
+            return line
+
+
+def test_serve_answers_then_stops_gracefully_on_sigterm(
+    serve_process: tuple[subprocess.Popen[str], queue.Queue[dict[str, object]]],
+) -> None:
+    process, lines = serve_process
+    serving = next_event(lines, "serving")
+
+    negotiation = httpx.get(f"{serving['api']}/", timeout=WAIT)
+    health = httpx.get(f"{serving['health']}/healthz", timeout=WAIT)
+    process.send_signal(signal.SIGTERM)
+
+    assert negotiation.json() == {"include": ["cern.ch", "example.org"]}
+    assert health.status_code == 200
+    assert process.wait(WAIT) == 0
+    assert next_event(lines, "stopped")["level"] == "info"
+    assert process.stdout is not None
+    assert process.stdout.read() == "resources closed\n"
+
+
+def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def build_provider(settings: Settings, metrics: object) -> None:
+        raise LookupError("cloud 'prod' not found in clouds.yaml")
+
+    composition_root = types.ModuleType("landb_webhook.app")
+    composition_root.build_provider = build_provider  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "landb_webhook.app", composition_root)
+    try:
+        code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", "--health-port=0"])
+    finally:
+        reset_logging()
+
+    [line] = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert json.loads(line)["error"] == "LookupError: cloud 'prod' not found in clouds.yaml"

@@ -1,0 +1,55 @@
+"""Settings from LANDB_* environment variables."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from landb_webhook.config import Settings
+
+
+def test_defaults_are_production_safe(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [f"LANDB_{field.upper()}" for field in Settings.model_fields]:
+        monkeypatch.delenv(name, raising=False)
+
+    settings = Settings()
+
+    assert (settings.api_host, settings.api_port) == ("127.0.0.1", 8888)  # the API is localhost only
+    assert settings.health_port == 8080  # the port the official Helm chart probes
+    assert settings.domain_filter == ["cern.ch"]
+    assert settings.request_timeout < 15  # external-dns gives up after 15 s
+    assert settings.dry_run is False
+
+
+def test_domain_filter_from_the_environment_is_a_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANDB_DOMAIN_FILTER", "cern.ch, Example.ORG.,")
+
+    assert Settings().domain_filter == ["cern.ch", "example.org"]
+
+
+def test_domain_filter_also_takes_a_json_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANDB_DOMAIN_FILTER", '["cern.ch", "example.org"]')
+
+    assert Settings().domain_filter == ["cern.ch", "example.org"]
+
+
+def test_environment_values_are_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANDB_API_PORT", "70000")
+    monkeypatch.setenv("LANDB_LOG_FORMAT", "xml")
+
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+
+    assert {error["loc"][0] for error in raised.value.errors()} == {"api_port", "log_format"}
+
+
+def test_dns_domain_must_be_dns_labels() -> None:
+    assert Settings(dns_domain="CERN.CH.").dns_domain == "cern.ch"
+    with pytest.raises(ValidationError):
+        Settings(dns_domain="cern_ch")
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings()
+    with pytest.raises(ValidationError):
+        settings.api_port = 1  # type: ignore[misc]

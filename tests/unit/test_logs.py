@@ -1,0 +1,179 @@
+"""Logging: one renderer for our lines and the libraries', and no secret ever reaching a line."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from landb_webhook.logs import (
+    LogFormat,
+    LogLevel,
+    configure_logging,
+    get_logger,
+    is_secret_key,
+    redact_text,
+    reset_logging,
+)
+
+SECRETS = {
+    "password": "hunter2-pw",
+    "app_secret": "s3cr3t-appcred",
+    "token": "raw-token-value",
+    "fernet": "gAAAAABmZ8xk2v9QeLtbVq0YzT4n1c7Rw3ZpJfS6uHkM",
+    "jwt": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJl",
+    "bearer": "bearer-credential-xyz",
+    "url_password": "url-pa55",
+    "header_pair": "pair-token-value",
+}
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    yield
+    reset_logging()
+
+
+def log_everything_secret(output_format: LogFormat) -> str:
+    stream = io.StringIO()
+    configure_logging("info", output_format, stream=stream)
+    log = get_logger("landb_webhook.test")
+
+    log.info(
+        "authenticating",
+        password=SECRETS["password"],
+        cloud={
+            "auth": {
+                "application_credential_id": "id-1",
+                "application_credential_secret": SECRETS["app_secret"],
+            }
+        },
+        headers=[("X-Auth-Token", SECRETS["header_pair"]), ("Accept", "application/json")],
+        user="svc-landb",
+    )
+    log.info("token issued", **{"X-Subject-Token": SECRETS["token"]})
+    log.warning(f"retrying with token {SECRETS['fernet']}")
+    # What keystoneauth and the kubernetes client print at debug, as a library line:
+    logging.getLogger("keystoneauth.session").warning(
+        'REQ: curl -g -i -X GET https://keystone.cern.ch/v3 -H "X-Auth-Token: %s" '
+        "-H 'Authorization: Bearer %s' https://svc:%s@nova.cern.ch/servers sa=%s",
+        SECRETS["token"],
+        SECRETS["bearer"],
+        SECRETS["url_password"],
+        SECRETS["jwt"],
+    )
+    try:
+        raise RuntimeError(f"Keystone refused {{'password': '{SECRETS['password']}'}}")
+    except RuntimeError:
+        log.exception("authentication failed")
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize("output_format", ["json", "console"])
+def test_no_secret_reaches_a_log_line(output_format: LogFormat) -> None:
+    output = log_everything_secret(output_format)
+
+    leaked = [name for name, secret in SECRETS.items() if secret in output]
+    assert leaked == []
+    # ...while everything around the secrets is still there to read.
+    for visible in ("authenticating", "svc-landb", "id-1", "X-Auth-Token", "nova.cern.ch", "RuntimeError"):
+        assert visible in output
+    assert output.count("[REDACTED]") >= len(SECRETS)
+
+
+def test_json_lines_carry_level_logger_and_time() -> None:
+    output = log_everything_secret("json")
+
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert {line["logger"] for line in lines} == {"landb_webhook.test", "keystoneauth.session"}
+    assert all({"level", "timestamp", "event"} <= line.keys() for line in lines)
+    assert "Traceback" in lines[-1]["exception"]
+
+
+def library_and_own_lines(level: LogLevel) -> list[tuple[str, str]]:
+    stream = io.StringIO()
+    configure_logging(level, "json", stream=stream)
+    for name in ("urllib3.connectionpool", "openstack", "kubernetes.client", "uvicorn.error"):
+        logging.getLogger(name).info("library chatter")
+        logging.getLogger(name).warning("library trouble")
+    get_logger("landb_webhook.provider").debug("our detail")
+    get_logger("landb_webhook.provider").info("our news")
+    return [(line["logger"], line["event"]) for line in map(json.loads, stream.getvalue().splitlines())]
+
+
+def test_libraries_log_only_warnings_unless_debug() -> None:
+    lines = library_and_own_lines("info")
+
+    assert ("urllib3.connectionpool", "library chatter") not in lines
+    assert ("uvicorn.error", "library trouble") in lines
+    assert ("openstack", "library trouble") in lines
+    assert ("landb_webhook.provider", "our news") in lines
+    assert ("landb_webhook.provider", "our detail") not in lines
+
+
+def test_debug_shows_library_details_too() -> None:
+    lines = library_and_own_lines("debug")
+
+    assert ("urllib3.connectionpool", "library chatter") in lines
+    assert ("landb_webhook.provider", "our detail") in lines
+
+
+def test_configuring_again_replaces_the_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging("info", "json", stream=first)
+    configure_logging("info", "json", stream=second)
+
+    get_logger("landb_webhook.test").info("once")
+
+    assert first.getvalue() == ""
+    assert second.getvalue().count('"once"') == 1
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "password",
+        "OS_PASSWORD",
+        "application_credential_secret",
+        "applicationCredentialSecret",
+        "client-secret",
+        "X-Auth-Token",
+        "X-Subject-Token",
+        "access_token",
+        "token",
+        "Authorization",
+        "api_key",
+        "Cookie",
+    ],
+)
+def test_secret_keys(key: str) -> None:
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "load_token",
+        "alias_tokens",
+        "tokens",
+        "token_count",
+        "key",
+        "application_credential_id",
+        "user",
+        "aliases",
+    ],
+)
+def test_keys_that_only_sound_alike_stay_readable(key: str) -> None:
+    # landb `--load-N-` tokens are what the provider logs about; hiding them would hide everything.
+    assert not is_secret_key(key)
+
+
+def test_text_keeps_values_of_harmless_keys() -> None:
+    text = "alias_tokens=myapp--load-0- error: conflict password=abc X-Auth-Token: def"
+
+    assert redact_text(text) == (
+        "alias_tokens=myapp--load-0- error: conflict password=[REDACTED] X-Auth-Token: [REDACTED]"
+    )

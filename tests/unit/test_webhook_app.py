@@ -1,0 +1,546 @@
+"""The HTTP contract external-dns enforces, checked on the wire against a real uvicorn on 127.0.0.1.
+
+Mirrors external-dns' provider/webhook/api/httpapi_test.go and provider/webhook/webhook_test.go, with
+the status codes docs/webhook-contract.md requires (503, never 500; 400 only for a bad body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
+from landb_webhook.logs import configure_logging, reset_logging
+from landb_webhook.metrics import Metrics
+from landb_webhook.ports import UpstreamError
+from landb_webhook.provider.interface import WebhookProvider
+from landb_webhook.webhook.app import ProviderCalls, create_api_app, create_health_app
+from landb_webhook.webhook.memory import InMemoryProvider
+from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
+
+WAIT = 5.0
+"""Upper bound for anything that should happen promptly; only reached when a test fails."""
+
+FOO = Endpoint(dns_name="foo.bar.com", record_type="A", targets=("1.2.3.4",))
+CREATE_FOO = encode_changes(Changes(create=(FOO,)))
+CREATE_BAR = encode_changes(Changes(create=(Endpoint(dns_name="bar.bar.com", record_type="A"),)))
+
+
+# --- Providers: real behaviour (InMemoryProvider), plus switches for failure and blocking ------------
+
+
+class UnreliableProvider(InMemoryProvider):
+    """An in-memory provider whose upstream can be "down" or its calls "stuck" until released."""
+
+    def __init__(self, domain_filter: DomainFilter | None = None, records: Iterable[Endpoint] = ()) -> None:
+        super().__init__(domain_filter, records)
+        self.outage: Exception | None = None
+        self.stuck: set[str] = set()
+        self.release = threading.Event()
+        self.entered = {name: threading.Event() for name in ("records", "adjust_endpoints", "apply_changes")}
+        self.remote_calls: list[str] = []
+        self.is_ready = True
+
+    def _remote(self, name: str) -> None:
+        self.remote_calls.append(name)
+        self.entered[name].set()
+        if name in self.stuck:
+            assert self.release.wait(WAIT), "the test never released the stuck call"
+        if self.outage is not None:
+            raise self.outage
+
+    def records(self) -> list[Endpoint]:
+        self._remote("records")
+        return super().records()
+
+    def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
+        self._remote("adjust_endpoints")
+        return super().adjust_endpoints(endpoints)
+
+    def apply_changes(self, changes: Changes) -> None:
+        self._remote("apply_changes")
+        super().apply_changes(changes)
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+
+class ProviderSlot:
+    """Forwards to the provider of the running test, so that one server serves a whole module."""
+
+    def __init__(self, current: WebhookProvider) -> None:
+        self.current = current
+
+    def domain_filter(self) -> DomainFilter:
+        return self.current.domain_filter()
+
+    def records(self) -> list[Endpoint]:
+        return self.current.records()
+
+    def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
+        return self.current.adjust_endpoints(endpoints)
+
+    def apply_changes(self, changes: Changes) -> None:
+        self.current.apply_changes(changes)
+
+    def ready(self) -> bool:
+        return self.current.ready()
+
+
+@dataclass
+class Webhook:
+    api: httpx.Client
+    health: httpx.Client
+    metrics: Metrics
+    api_app: Starlette
+
+    @property
+    def calls(self) -> ProviderCalls:
+        calls: ProviderCalls = self.api_app.state.provider_calls
+        return calls
+
+
+def client(base_url: str) -> httpx.Client:
+    return httpx.Client(base_url=base_url, timeout=WAIT)
+
+
+@contextmanager
+def serving(provider: WebhookProvider, *, request_timeout: float = WAIT) -> Iterator[Webhook]:
+    """Both apps on real sockets, served by uvicorn from a background thread's event loop."""
+    metrics = Metrics.create(process_metrics=False)
+    api_listener = bind_listener("127.0.0.1", 0)
+    health_listener = bind_listener("127.0.0.1", 0)
+    api_app = create_api_app(provider, metrics, request_timeout=request_timeout)
+    servers = HttpServers(
+        [(api_app, api_listener), (create_health_app(provider, metrics), health_listener)], graceful_timeout=1
+    )
+    thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
+    thread.start()
+    # No waiting for start-up: the sockets already listen, connections queue until uvicorn accepts them.
+    with client(listener_url(api_listener)) as api, client(listener_url(health_listener)) as health:
+        try:
+            yield Webhook(api=api, health=health, metrics=metrics, api_app=api_app)
+        finally:
+            servers.stop()
+            thread.join(WAIT)
+    assert not thread.is_alive(), "the servers did not stop"
+
+
+@pytest.fixture
+def provider() -> Iterator[UnreliableProvider]:
+    fresh = UnreliableProvider(DomainFilter(include=("foo.bar.com",)), records=[FOO])
+    yield fresh
+    fresh.release.set()  # whatever the test left stuck
+
+
+@pytest.fixture(scope="module")
+def shared_webhook() -> Iterator[tuple[ProviderSlot, Webhook]]:
+    slot = ProviderSlot(UnreliableProvider())
+    with serving(slot) as webhook:
+        yield slot, webhook
+
+
+@pytest.fixture
+def webhook(shared_webhook: tuple[ProviderSlot, Webhook], provider: UnreliableProvider) -> Webhook:
+    """The module's server, answering from this test's fresh provider (tests needing a deadline or
+    blocking calls start their own server with :func:`serving`)."""
+    slot, webhook = shared_webhook
+    slot.current = provider
+    return webhook
+
+
+def raw_content_type(reply: httpx.Response) -> bytes:
+    [value] = [value for name, value in reply.headers.raw if name.lower() == b"content-type"]
+    return value
+
+
+# --- Negotiation -------------------------------------------------------------------------------------
+
+
+def test_negotiation_answers_the_domain_filter_with_the_exact_media_type(
+    webhook: Webhook, provider: UnreliableProvider
+) -> None:
+    reply = webhook.api.get("/", headers={"Accept": MEDIA_TYPE})
+
+    assert reply.status_code == 200
+    assert raw_content_type(reply) == b"application/external.dns.webhook+json;version=1"
+    assert reply.json() == {"include": ["foo.bar.com"]}
+    assert provider.remote_calls == []
+
+
+def test_negotiation_answers_while_the_upstream_hangs(provider: UnreliableProvider) -> None:
+    provider.stuck.add("records")
+    with serving(provider, request_timeout=WAIT) as webhook:
+        stuck = threading.Thread(target=webhook.api.get, args=("/records",), daemon=True)
+        stuck.start()
+        assert provider.entered["records"].wait(WAIT)
+
+        reply = webhook.api.get("/")
+
+        assert reply.status_code == 200
+        assert reply.json() == {"include": ["foo.bar.com"]}
+        provider.release.set()
+        stuck.join(WAIT)
+
+
+def test_an_empty_domain_filter_is_an_empty_object() -> None:
+    with serving(UnreliableProvider()) as webhook:
+        reply = webhook.api.get("/")
+
+    assert reply.content == b"{}"
+
+
+# --- Records, AdjustEndpoints, ApplyChanges ----------------------------------------------------------
+
+
+def test_records_returns_the_endpoints(webhook: Webhook) -> None:
+    reply = webhook.api.get("/records", headers={"Accept": MEDIA_TYPE})
+
+    assert reply.status_code == 200
+    assert raw_content_type(reply) == MEDIA_TYPE.encode()
+    assert reply.json() == [{"dnsName": "foo.bar.com", "recordType": "A", "targets": ["1.2.3.4"]}]
+
+
+def test_adjust_endpoints_returns_what_the_provider_makes_of_them(webhook: Webhook) -> None:
+    # TestAdjustEndpoints: the provider drops the TTL; the webhook passes its answer on unchanged.
+    reply = webhook.api.post(
+        "/adjustendpoints",
+        content=b'[{"dnsName":"Test.Example.com","recordTTL":10,"recordType":"A","targets":[""]}]',
+    )
+
+    assert reply.status_code == 200
+    assert raw_content_type(reply) == MEDIA_TYPE.encode()
+    assert reply.json() == [{"dnsName": "test.example.com", "recordType": "A", "targets": [""]}]
+
+
+def test_adjust_endpoints_of_an_empty_list(webhook: Webhook) -> None:
+    # external-dns calls it every loop, even with nothing desired.
+    reply = webhook.api.post("/adjustendpoints", content=b"[]")
+
+    assert (reply.status_code, reply.json()) == (200, [])
+
+
+def test_apply_changes_answers_204_with_an_empty_body_and_applies(webhook: Webhook) -> None:
+    reply = webhook.api.post("/records", content=CREATE_BAR)
+
+    assert reply.status_code == 204
+    assert reply.content == b""
+    names = [endpoint["dnsName"] for endpoint in webhook.api.get("/records").json()]
+    assert names == ["bar.bar.com", "foo.bar.com"]
+
+
+def test_apply_changes_with_mixed_case_keys() -> None:
+    # TestRecordsHandlerWithMixedCase: Create and Delete capitalised, updateOld/updateNew not.
+    provider = UnreliableProvider(records=[Endpoint("bar", ""), Endpoint("qux", "")])
+    body = (
+        b'{"Create":[{"dnsName":"foo"}],"updateOld":[{"dnsName":"bar"}],'
+        b'"updateNew":[{"dnsName":"baz"}],"Delete":[{"dnsName":"qux"}]}'
+    )
+    with serving(provider) as webhook:
+        reply = webhook.api.post("/records", content=body)
+
+    assert reply.status_code == 204
+    assert sorted(endpoint.dns_name for endpoint in provider.records()) == ["baz", "foo"]
+
+
+def test_apply_changes_with_null_lists_changes_nothing(webhook: Webhook) -> None:
+    before = webhook.api.get("/records").json()
+
+    reply = webhook.api.post(
+        "/records", content=b'{"Create":null,"UpdateOld":null,"UpdateNew":null,"Delete":null}'
+    )
+
+    assert reply.status_code == 204
+    assert webhook.api.get("/records").json() == before
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Content-Type": "text/plain", "Accept": "text/html"},
+        {"Content-Type": "application/x-www-form-urlencoded", "Accept": "*/*"},
+        {"Accept": "application/external.dns.webhook+json;version=2"},
+    ],
+)
+def test_odd_or_missing_headers_are_never_refused(webhook: Webhook, headers: dict[str, str]) -> None:
+    # ApplyChanges is sent with no Accept header at all; nothing may depend on request headers.
+    assert webhook.api.get("/", headers=headers).status_code == 200
+    assert webhook.api.get("/records", headers=headers).status_code == 200
+    assert webhook.api.post("/adjustendpoints", content=b"[]", headers=headers).status_code == 200
+    assert webhook.api.post("/records", content=b"{}", headers=headers).status_code == 204
+
+
+def test_a_body_just_below_32_mib_is_accepted(webhook: Webhook) -> None:
+    target = "x" * (31 * 2**20)
+    body = json.dumps({"create": [{"dnsName": "big.bar.com", "recordType": "TXT", "targets": [target]}]})
+
+    reply = webhook.api.post("/records", content=body.encode())
+
+    assert reply.status_code == 204
+
+
+# --- Bad requests: 400, and only for the body ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/records", "/adjustendpoints"])
+@pytest.mark.parametrize("body", [b"", b"{", b"invalid-json", b"[1, 2", b'"a string"'])
+def test_a_body_that_is_not_the_right_json_is_400(webhook: Webhook, path: str, body: bytes) -> None:
+    reply = webhook.api.post(path, content=body)
+
+    assert reply.status_code == 400
+    assert raw_content_type(reply) == MEDIA_TYPE.encode()
+    assert reply.json()["error"].startswith("invalid")
+
+
+def test_a_bad_body_reaches_no_provider(webhook: Webhook, provider: UnreliableProvider) -> None:
+    webhook.api.post("/records", content=b'{"create":"foo"}')
+
+    assert provider.remote_calls == []
+
+
+def test_unknown_paths_are_404_and_trailing_slashes_are_not_redirected(webhook: Webhook) -> None:
+    # A 3xx is fatal to external-dns; so is a 404, but external-dns never asks for these paths.
+    assert webhook.api.get("/records/").status_code == 404
+    assert webhook.api.get("/nothing-here").status_code == 404
+
+
+# --- Upstream trouble: 503 with a reason, never 500 ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [("GET", "/records", None), ("POST", "/adjustendpoints", b"[]"), ("POST", "/records", CREATE_BAR)],
+)
+def test_an_upstream_failure_is_503_naming_the_upstream(
+    webhook: Webhook, provider: UnreliableProvider, method: str, path: str, body: bytes | None
+) -> None:
+    provider.outage = UpstreamError("nova", "connection refused")
+
+    reply = webhook.api.request(method, path, content=body)
+
+    assert reply.status_code == 503
+    assert raw_content_type(reply) == MEDIA_TYPE.encode()
+    assert reply.json() == {"error": "nova unavailable: connection refused"}
+
+
+def test_a_partial_apply_is_503_with_its_reason(webhook: Webhook) -> None:
+    # The in-memory provider refuses to create a record that exists: an ApplyError.
+    reply = webhook.api.post("/records", content=CREATE_FOO)
+
+    assert reply.status_code == 503
+    assert "already exists" in reply.json()["error"]
+
+
+def test_an_unexpected_exception_is_503_without_its_details(
+    webhook: Webhook, provider: UnreliableProvider
+) -> None:
+    provider.outage = KeyError("server-1234 internal detail")
+
+    reply = webhook.api.get("/records")
+
+    assert reply.status_code == 503
+    assert reply.json() == {"error": "internal error: KeyError"}
+
+
+def test_the_reply_body_never_carries_a_secret(webhook: Webhook, provider: UnreliableProvider) -> None:
+    provider.outage = UpstreamError("keystone", "401 for password=hunter2")
+
+    reply = webhook.api.get("/records")
+
+    assert reply.status_code == 503
+    assert "hunter2" not in reply.text
+
+
+# --- Deadline and single writer -----------------------------------------------------------------------
+
+
+def test_a_call_past_the_deadline_is_503_and_finishes_in_the_background(provider: UnreliableProvider) -> None:
+    provider.stuck.add("apply_changes")
+    deadline = 0.3
+    with serving(provider, request_timeout=deadline) as webhook:
+        started = time.monotonic()
+        first = webhook.api.post("/records", content=CREATE_BAR)
+        elapsed = time.monotonic() - started
+
+        assert first.status_code == 503
+        assert first.json() == {"error": "deadline exceeded"}
+        assert deadline <= elapsed < deadline + 2
+
+        second = webhook.api.post("/records", content=encode_changes(Changes()))
+        assert second.status_code == 503
+        assert second.json() == {"error": "apply in progress"}
+
+        provider.release.set()
+        assert webhook.calls.wait_for_apply(WAIT)
+        # The first apply landed although its request had given up; the writer is free again.
+        assert [e["dnsName"] for e in webhook.api.get("/records").json()] == ["bar.bar.com", "foo.bar.com"]
+        third = webhook.api.post("/records", content=encode_changes(Changes(delete=(FOO,))))
+        assert third.status_code == 204
+
+
+def test_a_second_apply_while_the_first_runs_is_503(provider: UnreliableProvider) -> None:
+    provider.stuck.add("apply_changes")
+    with serving(provider) as webhook:
+        replies: list[httpx.Response] = []
+        first = threading.Thread(
+            target=lambda: replies.append(webhook.api.post("/records", content=CREATE_BAR))
+        )
+        first.start()
+        assert provider.entered["apply_changes"].wait(WAIT)
+
+        second = webhook.api.post("/records", content=CREATE_BAR)
+
+        assert second.status_code == 503
+        assert second.json() == {"error": "apply in progress"}
+        provider.release.set()
+        first.join(WAIT)
+        assert [reply.status_code for reply in replies] == [204]
+
+
+def test_reads_are_not_blocked_by_a_running_apply(provider: UnreliableProvider) -> None:
+    provider.stuck.add("apply_changes")
+    with serving(provider) as webhook:
+        first = threading.Thread(target=webhook.api.post, args=("/records",), kwargs={"content": CREATE_BAR})
+        first.start()
+        assert provider.entered["apply_changes"].wait(WAIT)
+
+        assert webhook.api.get("/records").status_code == 200
+        assert webhook.api.post("/adjustendpoints", content=b"[]").status_code == 200
+        provider.release.set()
+        first.join(WAIT)
+
+
+def test_a_read_past_the_deadline_is_503_and_the_next_one_succeeds(provider: UnreliableProvider) -> None:
+    provider.stuck.add("records")
+    with serving(provider, request_timeout=0.3) as webhook:
+        assert webhook.api.get("/records").json() == {"error": "deadline exceeded"}
+        provider.stuck.clear()
+        provider.release.set()
+
+        reply = webhook.api.get("/records")
+
+        assert reply.status_code == 200
+
+
+def test_stopping_waits_for_a_running_apply(provider: UnreliableProvider) -> None:
+    # Leaving mid-apply could stop between "alias added" and "alias removed" on the nodes.
+    provider.stuck.add("apply_changes")
+    metrics = Metrics.create(process_metrics=False)
+    listener = bind_listener("127.0.0.1", 0)
+    servers = HttpServers(
+        [(create_api_app(provider, metrics, request_timeout=0.3), listener)], graceful_timeout=1
+    )
+    thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
+    thread.start()
+    with client(listener_url(listener)) as api:
+        assert api.post("/records", content=CREATE_BAR).json() == {"error": "deadline exceeded"}
+
+    servers.stop()
+    thread.join(0.5)
+    still_draining = thread.is_alive()
+    provider.release.set()
+    thread.join(WAIT)
+
+    assert still_draining
+    assert not thread.is_alive()
+    assert [endpoint.dns_name for endpoint in provider.records()] == ["bar.bar.com", "foo.bar.com"]
+
+
+# --- Health listener ----------------------------------------------------------------------------------
+
+
+def test_healthz_answers_while_the_provider_is_stuck(provider: UnreliableProvider) -> None:
+    provider.stuck.add("records")
+    with serving(provider, request_timeout=WAIT) as webhook:
+        stuck = threading.Thread(target=webhook.api.get, args=("/records",), daemon=True)
+        stuck.start()
+        assert provider.entered["records"].wait(WAIT)
+
+        assert webhook.health.get("/healthz").status_code == 200
+        provider.release.set()
+        stuck.join(WAIT)
+
+
+def test_readyz_follows_the_provider(webhook: Webhook, provider: UnreliableProvider) -> None:
+    provider.is_ready = False
+    assert webhook.health.get("/readyz").status_code == 503
+
+    provider.is_ready = True
+    assert webhook.health.get("/readyz").status_code == 200
+
+
+def test_metrics_count_requests_by_route_and_code(provider: UnreliableProvider) -> None:
+    with serving(provider) as webhook:
+        webhook.api.get("/records")
+        webhook.api.get("/records")
+        provider.outage = UpstreamError("nova", "down")
+        webhook.api.get("/records")
+        webhook.api.post("/records", content=b"{")
+
+        exposition = webhook.health.get("/metrics").text
+
+    assert 'landb_webhook_requests_total{code="200",route="records"} 2.0' in exposition
+    assert 'landb_webhook_requests_total{code="503",route="records"} 1.0' in exposition
+    assert 'landb_webhook_requests_total{code="400",route="apply_changes"} 1.0' in exposition
+    assert 'landb_webhook_request_duration_seconds_count{route="records"} 3.0' in exposition
+    assert "landb_webhook_metadata_writes_total" in exposition
+
+
+def test_metrics_are_served_as_openmetrics_when_asked(webhook: Webhook) -> None:
+    reply = webhook.health.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+
+    assert reply.headers["content-type"].startswith("application/openmetrics-text")
+    assert reply.text.rstrip().endswith("# EOF")
+
+
+# --- Access log ---------------------------------------------------------------------------------------
+
+
+def access_lines(stream: io.StringIO) -> list[dict[str, object]]:
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    return [line for line in lines if line.get("logger") == "landb_webhook.access"]
+
+
+def test_one_access_line_per_webhook_request_at_info(webhook: Webhook) -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    try:
+        webhook.api.post("/adjustendpoints", content=b'[{"dnsName":"a.bar.com","recordType":"A"}]')
+        webhook.api.post("/records", content=CREATE_BAR)
+        webhook.health.get("/healthz")
+        webhook.health.get("/readyz")
+        webhook.health.get("/metrics")
+    finally:
+        reset_logging()
+
+    adjust, apply = access_lines(stream)
+    assert adjust["level"] == "info"
+    assert (adjust["method"], adjust["path"], adjust["status"]) == ("POST", "/adjustendpoints", 200)
+    assert (adjust["endpoints_in"], adjust["endpoints_out"]) == (1, 1)
+    assert isinstance(adjust["duration_ms"], float)
+    assert (apply["status"], apply["create"], apply["update"], apply["delete"]) == (204, 1, 0, 0)
+
+
+def test_probes_and_scrapes_log_at_debug(webhook: Webhook) -> None:
+    stream = io.StringIO()
+    configure_logging("debug", "json", stream=stream)
+    try:
+        webhook.health.get("/healthz")
+        webhook.health.get("/metrics")
+    finally:
+        reset_logging()
+
+    lines = access_lines(stream)
+    assert [(line["path"], line["level"]) for line in lines] == [("/healthz", "debug"), ("/metrics", "debug")]
