@@ -39,7 +39,8 @@ _KEY_VALUE = re.compile(
     r"(?P<key>[A-Za-z][\w.-]*)"
     r"(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
     r"(?P<scheme>(?:Bearer|Basic|Token|Negotiate)\s+)?"
-    r"(?P<value>[^\s\"',;&)}\]]+)",
+    # keystoneauth logs hashed tokens as `{SHA256}<hex>`: the braces belong to the value.
+    r"(?P<value>(?:\{[A-Za-z0-9]+\})?[^\s\"',;&)}\]]+)",
 )
 _SECRET_SHAPES = (
     re.compile(r"\bgAAAAA[\w-]{20,}={0,2}"),  # Keystone Fernet token

@@ -28,6 +28,7 @@ SECRETS = {
     "bearer": "bearer-credential-xyz",
     "url_password": "url-pa55",
     "header_pair": "pair-token-value",
+    "hashed_token": "3b9a2e0f0a1b2c3d4e5f60718293a4b5c6d7e8f9",
 }
 
 
@@ -56,6 +57,11 @@ def log_everything_secret(output_format: LogFormat) -> str:
     )
     log.info("token issued", **{"X-Subject-Token": SECRETS["token"]})
     log.warning(f"retrying with token {SECRETS['fernet']}")
+    # keystoneauth's debug lines show tokens hashed as {SHA256}<hex>: still not for a log.
+    logging.getLogger("keystoneauth.session").warning(
+        'REQ: curl -g -i -X GET https://nova.cern.ch/v2.1 -H "X-Auth-Token: {SHA256}%s"',
+        SECRETS["hashed_token"],
+    )
     # What keystoneauth and the kubernetes client print at debug, as a library line:
     logging.getLogger("keystoneauth.session").warning(
         'REQ: curl -g -i -X GET https://keystone.cern.ch/v3 -H "X-Auth-Token: %s" '
