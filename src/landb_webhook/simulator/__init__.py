@@ -1,0 +1,33 @@
+"""Simulated Keystone v3, Nova v2.1 and Kubernetes core APIs on loopback, for tests, benchmarks and demo.
+
+Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kubectl) talk to it unchanged:
+
+    with Simulator() as sim:
+        seed_cluster(sim.state)
+        config = sim.write_client_config(tmp_path)   # clouds.yaml (cloud "simulator") + kubeconfig
+"""
+
+from landb_webhook.simulator.runner import run_simulator
+from landb_webhook.simulator.seed import seed_cluster
+from landb_webhook.simulator.server import ClientConfig, Simulator
+from landb_webhook.simulator.state import (
+    ApiCall,
+    FaultHandle,
+    MetadataChange,
+    NovaError,
+    ServerInfo,
+    SimulatorState,
+)
+
+__all__ = [
+    "ApiCall",
+    "ClientConfig",
+    "FaultHandle",
+    "MetadataChange",
+    "NovaError",
+    "ServerInfo",
+    "Simulator",
+    "SimulatorState",
+    "run_simulator",
+    "seed_cluster",
+]

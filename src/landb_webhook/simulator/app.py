@@ -1,0 +1,131 @@
+"""The simulator's single ASGI app: Keystone, Nova, Glance and Kubernetes behind one port.
+
+A front door in front of the routes records every call (for tests and benchmarks that count requests)
+and applies injected faults, so no API module needs to know about either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from landb_webhook.simulator import glance, keystone, kube, nova
+from landb_webhook.simulator.lifecycle import Lifecycle
+from landb_webhook.simulator.state import ApiCall, FaultAction, SimulatorState
+
+log = logging.getLogger("landb_webhook.simulator")
+
+_PREFIXES = (("/identity", "keystone"), ("/compute", "nova"), ("/image", "glance"))
+_KUBE_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Gone",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def api_of(path: str) -> str:
+    for prefix, api in _PREFIXES:
+        if path == prefix or path.startswith(prefix + "/"):
+            return api
+    return "kubernetes"
+
+
+def error_response(api: str, status: int, message: str) -> Response:
+    """The error body each API family uses, so clients parse injected faults like real ones."""
+    if api == "nova":
+        return nova.nova_error(status, message)
+    if api in ("keystone", "glance"):
+        return keystone.keystone_error(status, message)
+    return kube.kube_error(status, _KUBE_REASONS.get(status, "Unknown"), message)
+
+
+def _fault_response(api: str, action: FaultAction) -> Response:
+    assert action.status is not None
+    if action.body is None:
+        return error_response(api, action.status, "Injected fault: the service is unavailable.")
+    if isinstance(action.body, bytes | str):
+        return Response(action.body, status_code=action.status, media_type="text/plain")
+    return Response(json.dumps(action.body), status_code=action.status, media_type="application/json")
+
+
+class FrontDoor:
+    """ASGI middleware: fault injection before routing, call recording at response start."""
+
+    def __init__(self, app: ASGIApp, state: SimulatorState, lifecycle: Lifecycle) -> None:
+        self.app = app
+        self.state = state
+        self.lifecycle = lifecycle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        query = scope.get("query_string", b"").decode("latin-1")
+        api = api_of(path)
+
+        async def recording_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                self.state.record_call(ApiCall(api, method, path, status, query))
+                log.debug("simulator %s %s %s -> %d", api, method, path, status)
+            await send(message)
+
+        action = self.state.take_fault(api, method, path)
+        if action is not None:
+            log.debug(
+                "simulator fault for %s %s: delay %.3fs, status %s", method, path, action.delay, action.status
+            )
+            if not await self.lifecycle.sleep(action.delay):
+                await error_response(api, 503, "The simulator is shutting down.")(
+                    scope, receive, recording_send
+                )
+                return
+            if action.status is not None:
+                await _fault_response(api, action)(scope, receive, recording_send)
+                return
+        await self.app(scope, receive, recording_send)
+
+
+def build_app(state: SimulatorState, lifecycle: Lifecycle) -> ASGIApp:
+    async def not_routed(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        api = api_of(request.url.path)
+        if api == "kubernetes" and status == 404:
+            return kube.kube_error(404, "NotFound", "the server could not find the requested resource")
+        return error_response(api, status, "The resource could not be found." if status == 404 else str(exc))
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        log.exception("simulator handler failed for %s %s", request.method, request.url.path)
+        return error_response(
+            api_of(request.url.path), 500, f"Unexpected simulator error: {type(exc).__name__}"
+        )
+
+    routes: list[Any] = [
+        *keystone.routes(state),
+        *nova.NovaApi(state).routes(),
+        *glance.routes(state),
+        *kube.KubeApi(state, lifecycle).routes(),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: not_routed, 405: not_routed, Exception: crashed},
+    )
+    return FrontDoor(app, state, lifecycle)

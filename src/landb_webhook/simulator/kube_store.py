@@ -1,0 +1,519 @@
+"""The Kubernetes object store behind the simulated API: nodes and configmaps, resourceVersions, watches.
+
+It keeps the API server's contracts that clients build on: one global resourceVersion counter (strings on
+the wire), optimistic concurrency on update, a bounded event history so a watch can resume from a recent
+resourceVersion and gets 410 Gone when it asks for one that was compacted away, and label-selector watches
+that turn an object leaving or entering the selection into DELETED / ADDED, as the real API server does.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import jsonpatch
+
+from landb_webhook.simulator.selectors import (
+    LABEL_KEY_RE,
+    LABEL_VALUE_RE,
+    FieldSelector,
+    LabelSelector,
+)
+
+NODES = "nodes"
+CONFIGMAPS = "configmaps"
+KINDS = {NODES: "Node", CONFIGMAPS: "ConfigMap"}
+NAMESPACED = {NODES: False, CONFIGMAPS: True}
+
+MAX_CONFIGMAP_BYTES = 1024 * 1024
+DEFAULT_EVENT_WINDOW = 10_000
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+Obj = dict[str, Any]
+
+_PATCH_TYPES = (
+    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+)
+_LABEL_RULE = 'must be 63 characters or less and consist of alphanumeric characters, "-", "_" or "."'
+_KEY_RULE = 'a valid config key must consist of alphanumeric characters, "-", "_" or "."'
+
+
+class KubeError(Exception):
+    """An API error, rendered as a ``Status`` object by the HTTP layer."""
+
+    def __init__(self, code: int, reason: str, message: str, *, name: str = "", resource: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.name = name
+        self.resource = resource
+
+
+def not_found(resource: str, name: str) -> KubeError:
+    return KubeError(404, "NotFound", f'{resource} "{name}" not found', name=name, resource=resource)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    resource_version: int
+    type: str
+    """ADDED, MODIFIED or DELETED."""
+    resource: str
+    namespace: str | None
+    object: Obj
+    previous: Obj | None
+    """The object before a MODIFIED change, so selector watches can tell entering from leaving."""
+
+    def for_selection(self, labels: LabelSelector, fields: FieldSelector) -> tuple[str, Obj] | None:
+        """The event a watcher with these selectors sees, or None if it sees nothing."""
+
+        def selected(obj: Obj | None) -> bool:
+            return obj is not None and labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)
+
+        now = selected(self.object)
+        if self.type != "MODIFIED":
+            return (self.type, self.object) if now else None
+        before = selected(self.previous)
+        if now and before:
+            return "MODIFIED", self.object
+        if now:
+            return "ADDED", self.object
+        if before:
+            return "DELETED", self.object
+        return None
+
+
+class Subscription:
+    """A live watch registration: ``deliver`` gets every later event of the resource (and namespace).
+
+    ``deliver`` runs under the store's lock, in the order of the changes, so it must only hand the event
+    over (for instance with ``loop.call_soon_threadsafe``). Close the subscription when the stream ends.
+    """
+
+    def __init__(
+        self, store: KubeStore, resource: str, namespace: str | None, deliver: Callable[[WatchEvent], None]
+    ) -> None:
+        self._store = store
+        self.resource = resource
+        self.namespace = namespace
+        self.deliver = deliver
+
+    def wants(self, event: WatchEvent) -> bool:
+        return self.resource == event.resource and self.namespace in (None, event.namespace)
+
+    def close(self) -> None:
+        self._store._unsubscribe(self)
+
+
+class Gone(Exception):
+    """The requested resourceVersion is older than the retained event history."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj["metadata"]
+    return metadata.get("namespace") or "", metadata["name"]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, everything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """Strategic merge patch for the fields the simulator's clients touch (labels, annotations, data).
+
+    Maps merge as in a merge patch and ``$``-directives are dropped; lists are replaced wholesale, which
+    differs from the real API server only for lists with merge keys (conditions, addresses).
+    """
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return {k: v for k, v in patch.items() if not k.startswith("$")}
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
+            continue
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = strategic_merge_patch(result.get(key), value)
+    return result
+
+
+def apply_patch(obj: Obj, patch_type: str, patch: Any) -> Obj:
+    """Apply one of the three patch flavours by Content-Type; KubeError on a bad or unsupported patch."""
+    if patch_type == "application/json-patch+json":
+        if not isinstance(patch, list):
+            raise KubeError(400, "BadRequest", "json patch must be a list of operations")
+        try:
+            result = jsonpatch.apply_patch(obj, patch)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise KubeError(
+                422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
+            ) from exc
+        if not isinstance(result, dict):
+            raise KubeError(422, "Invalid", "json patch must leave an object")
+        return result
+    if not isinstance(patch, dict):
+        raise KubeError(400, "BadRequest", "patch body must be a JSON object")
+    if patch_type == "application/merge-patch+json":
+        result = merge_patch(obj, patch)
+    elif patch_type == "application/strategic-merge-patch+json":
+        result = strategic_merge_patch(obj, patch)
+    else:
+        raise KubeError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"{_PATCH_TYPES}",
+        )
+    assert isinstance(result, dict)
+    return result
+
+
+def _validate(resource: str, obj: Obj) -> None:
+    """The subset of API-server validation that clients of the simulator can trip over."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        raise KubeError(422, "Invalid", f"{KINDS[resource]} is invalid: metadata: Required value")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise KubeError(
+            422, "Invalid", f"{KINDS[resource]} is invalid: metadata.name: Required value: name is required"
+        )
+    problems: list[str] = []
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        problems.append(f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 subdomain is required')
+    for field in ("labels", "annotations"):
+        values = metadata.get(field)
+        if values is None:
+            continue
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            problems.append(f"metadata.{field}: Invalid value: values must be strings")
+            continue
+        if field == "labels":
+            for key, value in values.items():
+                if len(key.rsplit("/", 1)[-1]) > 63 or not LABEL_KEY_RE.match(key):
+                    problems.append(f'metadata.labels: Invalid value: "{key}": {_LABEL_RULE}')
+                if len(value) > 63 or not LABEL_VALUE_RE.match(value):
+                    problems.append(f'metadata.labels: Invalid value: "{value}": {_LABEL_RULE}')
+    if resource == CONFIGMAPS:
+        size = 0
+        for field in ("data", "binaryData"):
+            values = obj.get(field) or {}
+            if not isinstance(values, dict):
+                problems.append(f"{field}: Invalid value: must be a map")
+                continue
+            for key, value in values.items():
+                if not _CONFIGMAP_KEY.match(key):
+                    problems.append(f'{field}[{key}]: Invalid value: "{key}": {_KEY_RULE}')
+                if not isinstance(value, str):
+                    problems.append(f"{field}[{key}]: Invalid value: must be a string")
+                    continue
+                size += len(key) + len(value.encode())
+        if size > MAX_CONFIGMAP_BYTES:
+            problems.append(f"[]: Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes")
+    if problems:
+        raise KubeError(
+            422,
+            "Invalid",
+            f'{KINDS[resource]} "{name}" is invalid: {"; ".join(problems)}',
+            name=name,
+            resource=resource,
+        )
+
+
+class KubeStore:
+    """Objects by resource and (namespace, name); every mutation bumps the global resourceVersion."""
+
+    def __init__(self, lock: threading.RLock, *, event_window: int = DEFAULT_EVENT_WINDOW) -> None:
+        self._lock = lock
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {NODES: {}, CONFIGMAPS: {}}
+        self._resource_version = 0
+        self._events: deque[WatchEvent] = deque()
+        self._event_window = event_window
+        self._oldest_watchable = 0
+        """A watch may start from this resourceVersion or later; older ones get 410 Gone."""
+        self._subscribers: list[Subscription] = []
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._resource_version
+
+    def get(self, resource: str, namespace: str | None, name: str) -> Obj | None:
+        with self._lock:
+            obj = self._objects[resource].get((namespace or "", name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def select(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> tuple[list[Obj], int]:
+        """Matching objects sorted by (namespace, name), and the resourceVersion they were read at."""
+        labels = labels or LabelSelector()
+        fields = fields or FieldSelector()
+        with self._lock:
+            items = [
+                copy.deepcopy(obj)
+                for key, obj in sorted(self._objects[resource].items())
+                if (namespace is None or key[0] == namespace)
+                and labels.matches(obj["metadata"].get("labels"))
+                and fields.matches(obj)
+            ]
+            return items, self._resource_version
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def create(self, resource: str, namespace: str | None, obj: Obj) -> Obj:
+        obj = copy.deepcopy(obj)
+        metadata = obj.setdefault("metadata", {})
+        if NAMESPACED[resource]:
+            if metadata.get("namespace") not in (None, "", namespace):
+                raise KubeError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            metadata["namespace"] = namespace
+        else:
+            metadata.pop("namespace", None)
+        obj["apiVersion"] = "v1"
+        obj["kind"] = KINDS[resource]
+        _validate(resource, obj)
+        with self._lock:
+            key = _key(obj)
+            if key in self._objects[resource]:
+                raise KubeError(
+                    409,
+                    "AlreadyExists",
+                    f'{resource} "{key[1]}" already exists',
+                    name=key[1],
+                    resource=resource,
+                )
+            metadata.pop("resourceVersion", None)
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = _now()
+            return self._store(resource, obj, "ADDED", None)
+
+    def update(self, resource: str, namespace: str | None, name: str, obj: Obj) -> Obj:
+        """PUT semantics: a non-empty metadata.resourceVersion must equal the stored one (409 otherwise)."""
+        obj = copy.deepcopy(obj)
+        metadata = obj.setdefault("metadata", {})
+        if metadata.get("name") != name:
+            raise KubeError(
+                400,
+                "BadRequest",
+                f"the name of the object ({metadata.get('name')}) does not match the name on the URL "
+                f"({name})",
+            )
+        if NAMESPACED[resource]:
+            if metadata.get("namespace") not in (None, "", namespace):
+                raise KubeError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            metadata["namespace"] = namespace
+        with self._lock:
+            current = self._require(resource, namespace, name)
+            return self._replace(resource, current, obj)
+
+    def patch(self, resource: str, namespace: str | None, name: str, patch_type: str, patch: Any) -> Obj:
+        with self._lock:
+            current = self._require(resource, namespace, name)
+            patched = apply_patch(copy.deepcopy(current), patch_type, patch)
+            if patched.get("metadata", {}).get("name") != name:
+                raise KubeError(422, "Invalid", "metadata.name: Invalid value: field is immutable")
+            return self._replace(resource, current, patched)
+
+    def mutate(self, resource: str, namespace: str | None, name: str, change: Callable[[Obj], None]) -> Obj:
+        """Change an object in place through a callback (for the simulator's own helpers)."""
+        with self._lock:
+            current = self._require(resource, namespace, name)
+            updated = copy.deepcopy(current)
+            change(updated)
+            return self._replace(resource, current, updated)
+
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        uid: str | None = None,
+    ) -> Obj:
+        """Delete, optionally only if the object still has this resourceVersion / uid (409 otherwise)."""
+        with self._lock:
+            current = self._require(resource, namespace, name)
+            for field, expected in (("resourceVersion", resource_version), ("uid", uid)):
+                if expected and current["metadata"].get(field) != expected:
+                    raise KubeError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {resource} "{name}": Precondition failed: '
+                        f"{field} in precondition: {expected}, "
+                        f"{field} in object meta: {current['metadata'].get(field)}",
+                        name=name,
+                        resource=resource,
+                    )
+            del self._objects[resource][_key(current)]
+            self._resource_version += 1
+            deleted = copy.deepcopy(current)
+            deleted["metadata"]["resourceVersion"] = str(self._resource_version)
+            self._record(
+                WatchEvent(
+                    self._resource_version,
+                    "DELETED",
+                    resource,
+                    deleted["metadata"].get("namespace"),
+                    deleted,
+                    current,
+                )
+            )
+            return copy.deepcopy(deleted)
+
+    def _require(self, resource: str, namespace: str | None, name: str) -> Obj:
+        obj = self._objects[resource].get((namespace or "", name))
+        if obj is None:
+            raise not_found(resource, name)
+        return obj
+
+    def _replace(self, resource: str, current: Obj, updated: Obj) -> Obj:
+        metadata = updated.setdefault("metadata", {})
+        sent_version = metadata.get("resourceVersion")
+        if sent_version not in (None, "") and sent_version != current["metadata"]["resourceVersion"]:
+            name = current["metadata"]["name"]
+            raise KubeError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+                name=name,
+                resource=resource,
+            )
+        for immutable in ("uid", "creationTimestamp", "name", "namespace"):
+            if immutable in current["metadata"]:
+                metadata[immutable] = current["metadata"][immutable]
+            else:
+                metadata.pop(immutable, None)
+        updated["apiVersion"] = "v1"
+        updated["kind"] = KINDS[resource]
+        _validate(resource, updated)
+        if _without_version(updated) == _without_version(current):
+            # A write that changes nothing keeps the resourceVersion and emits no event, as on a real cluster.
+            return copy.deepcopy(current)
+        return self._store(resource, updated, "MODIFIED", current)
+
+    def _store(self, resource: str, obj: Obj, event_type: str, previous: Obj | None) -> Obj:
+        self._resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self._resource_version)
+        self._objects[resource][_key(obj)] = obj
+        self._record(
+            WatchEvent(
+                self._resource_version,
+                event_type,
+                resource,
+                obj["metadata"].get("namespace"),
+                copy.deepcopy(obj),
+                previous,
+            )
+        )
+        return copy.deepcopy(obj)
+
+    # -- watch ---------------------------------------------------------------------------------------
+
+    def _record(self, event: WatchEvent) -> None:
+        self._events.append(event)
+        while len(self._events) > self._event_window:
+            self._oldest_watchable = self._events.popleft().resource_version
+        for subscriber in list(self._subscribers):
+            if subscriber.wants(event):
+                subscriber.deliver(event)
+
+    def compact(self) -> int:
+        """Forget the event history, as etcd compaction does: watches from older versions get 410 Gone."""
+        with self._lock:
+            self._events.clear()
+            self._oldest_watchable = self._resource_version
+            return self._oldest_watchable
+
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None,
+        since: int | None,
+        deliver: Callable[[WatchEvent], None],
+    ) -> tuple[list[WatchEvent], Subscription]:
+        """Events after ``since`` (or synthetic ADDED events for every object when None) plus a
+        subscription for later ones; taken under one lock so nothing falls between the two."""
+        with self._lock:
+            if since is None:
+                backlog = [
+                    WatchEvent(
+                        self._resource_version, "ADDED", resource, key[0] or None, copy.deepcopy(obj), None
+                    )
+                    for key, obj in sorted(self._objects[resource].items())
+                    if namespace is None or key[0] == namespace
+                ]
+            else:
+                if since < self._oldest_watchable:
+                    raise Gone(since, self._oldest_watchable)
+                backlog = [
+                    event
+                    for event in self._events
+                    if event.resource_version > since
+                    and event.resource == resource
+                    and namespace in (None, event.namespace)
+                ]
+            subscription = Subscription(self, resource, namespace, deliver)
+            self._subscribers.append(subscription)
+            return backlog, subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            if subscription in self._subscribers:
+                self._subscribers.remove(subscription)
+
+    def subscriber_count(self) -> int:
+        with self._lock:
+            return len(self._subscribers)
+
+
+def _without_version(obj: Mapping[str, Any]) -> Obj:
+    stripped = copy.deepcopy(dict(obj))
+    stripped.get("metadata", {}).pop("resourceVersion", None)
+    return stripped

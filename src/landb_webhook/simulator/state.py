@@ -1,0 +1,536 @@
+"""Everything the simulated APIs serve, behind one lock, with the knobs tests turn.
+
+The HTTP layers (keystone.py, nova.py, kube.py) stay thin: they parse requests and render replies, while
+the rules whose order matters (Nova's 404 -> policy -> 409 -> quota sequence, Kubernetes' optimistic
+concurrency) run here, atomically, so a test that drives the state directly sees exactly what a client
+sees. Every accessor returns a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from landb_webhook.simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
+from landb_webhook.simulator.kube_store import CONFIGMAPS, NODES, KubeStore, Obj
+from landb_webhook.simulator.manifests import FLAVOR_NAME, node_manifest
+
+Api = Literal["keystone", "nova", "glance", "kubernetes"]
+MetadataOperation = Literal["POST", "PUT", "PUT_KEY", "DELETE"]
+
+DEFAULT_MAX_SERVER_META = 128
+MAX_RECORDED_CALLS = 1_000_000
+
+VM_STATES = frozenset(
+    {
+        "active",
+        "building",
+        "paused",
+        "suspended",
+        "stopped",
+        "rescued",
+        "resized",
+        "soft-delete",
+        "deleted",
+        "error",
+        "shelved",
+        "shelved_offloaded",
+    }
+)
+METADATA_WRITABLE_VM_STATES = frozenset({"active", "paused", "suspended", "stopped", "resized", "shelved"})
+"""Nova's check_instance_state for metadata updates; any task_state is accepted."""
+
+_SERVER_NAMESPACE = uuid.UUID("0d6e2a4c-96a4-4c1e-8f53-1c0f5b7a9e21")
+IMAGE_ID = str(uuid.uuid5(_SERVER_NAMESPACE, "image:ALMA9 - x86_64"))
+IMAGE_NAME = "ALMA9 - x86_64"
+
+
+def _timestamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class MetadataChange:
+    """One successful metadata write, in global order across all servers."""
+
+    seq: int
+    server_id: str
+    method: str
+    """``POST`` (merge), ``PUT`` (replace all or one key), ``DELETE`` or ``direct`` (set by the test)."""
+    key: str | None
+    """The key in the URL for per-key calls, None for whole-dict calls."""
+    metadata: dict[str, str]
+    """The server's complete metadata after the change."""
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    api: str
+    method: str
+    path: str
+    status: int
+    query: str = ""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    id: str
+    name: str
+    metadata: dict[str, str]
+    locked: bool
+    locked_reason: str | None
+    vm_state: str
+    task_state: str | None
+    ip: str | None
+    created: str
+    updated: str
+    project_id: str
+    user_id: str
+    host_id: str
+    image_id: str
+    flavor_name: str
+
+
+class NovaError(Exception):
+    """A Nova fault: ``kind`` is the key of the JSON error body (badRequest, itemNotFound, ...)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FaultAction:
+    """What the HTTP layer does to a request a fault matched: wait ``delay``, then answer ``status``
+    with ``body`` (a default error body when None), or carry on normally when ``status`` is None."""
+
+    status: int | None
+    delay: float
+    body: Any
+
+
+@dataclass
+class _Fault:
+    id: int
+    api: str
+    method: str | None
+    path_pattern: re.Pattern[str] | None
+    action: FaultAction
+    remaining: int | None
+    """Uses left; None means forever. A fault is dropped when this reaches 0."""
+
+    def matches(self, api: str, method: str, path: str) -> bool:
+        return (
+            self.api == api
+            and (self.method is None or self.method == method.upper())
+            and (self.path_pattern is None or self.path_pattern.search(path) is not None)
+        )
+
+
+class FaultHandle:
+    """Returned by ``inject_fault``: how often the fault fired, and a way to withdraw it early."""
+
+    def __init__(self, state: SimulatorState, fault_id: int) -> None:
+        self._state = state
+        self.id = fault_id
+
+    @property
+    def hits(self) -> int:
+        """How many requests this fault has answered (or delayed) so far."""
+        return self._state.fault_hits(self.id)
+
+    @property
+    def active(self) -> bool:
+        """False once its uses are spent, it was cancelled, or the faults were cleared."""
+        return self._state.fault_active(self.id)
+
+    def cancel(self) -> None:
+        self._state.cancel_fault(self.id)
+
+
+@dataclass
+class _Server:
+    id: str
+    name: str
+    metadata: dict[str, str]
+    locked: bool
+    vm_state: str
+    ip: str | None
+    created: str
+    updated: str
+    user_id: str
+    locked_reason: str | None = None
+    task_state: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def info(self) -> ServerInfo:
+        return ServerInfo(
+            id=self.id,
+            name=self.name,
+            metadata=dict(self.metadata),
+            locked=self.locked,
+            locked_reason=self.locked_reason,
+            vm_state=self.vm_state,
+            task_state=self.task_state,
+            ip=self.ip,
+            created=self.created,
+            updated=self.updated,
+            project_id=PROJECT_ID,
+            user_id=self.user_id,
+            host_id=hashlib.sha224(f"{PROJECT_ID}compute-{self.id[:2]}".encode()).hexdigest(),
+            image_id=IMAGE_ID,
+            flavor_name=FLAVOR_NAME,
+        )
+
+
+class SimulatorState:
+    """The simulated cloud and cluster. Thread-safe; every method returns copies."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        """``clock`` (seconds, like time.time) decides token expiry; tests pass one they can advance."""
+        self._lock = threading.RLock()
+        self.identity = IdentityStore(self._lock, clock=clock)
+        self.kube = KubeStore(self._lock)
+        self._servers: dict[str, _Server] = {}
+        self._max_server_meta = DEFAULT_MAX_SERVER_META
+        self._history: list[MetadataChange] = []
+        self._seq = itertools.count(1)
+        self._calls: deque[ApiCall] = deque(maxlen=MAX_RECORDED_CALLS)
+        self._faults: list[_Fault] = []
+        self._fault_hits: dict[int, int] = {}
+        self._fault_ids = itertools.count(1)
+
+    # -- identity --------------------------------------------------------------------------------------
+
+    @property
+    def credentials(self) -> Credentials:
+        return self.identity.credentials
+
+    @property
+    def token_ttl(self) -> float:
+        """Seconds a new Keystone token lives (default 3600)."""
+        return self.identity.token_ttl
+
+    @token_ttl.setter
+    def token_ttl(self, seconds: float) -> None:
+        self.identity.token_ttl = seconds
+
+    def expire_tokens(self) -> int:
+        """Invalidate every issued token: the next Nova call with one gets 401. Returns how many."""
+        return self.identity.expire_tokens()
+
+    # -- servers ---------------------------------------------------------------------------------------
+
+    def add_server(
+        self,
+        name: str,
+        metadata: Mapping[str, str] | None = None,
+        *,
+        server_id: str | None = None,
+        locked: bool = False,
+        vm_state: str = "active",
+        ip: str | None = None,
+    ) -> str:
+        """Create a server directly (no quota or schema checks) and return its id."""
+        _check_vm_state(vm_state)
+        server_id = server_id or str(uuid.uuid4())
+        now = _timestamp()
+        with self._lock:
+            if server_id in self._servers:
+                raise ValueError(f"server {server_id} already exists")
+            self._servers[server_id] = _Server(
+                id=server_id,
+                name=name,
+                metadata=dict(metadata or {}),
+                locked=locked,
+                vm_state=vm_state,
+                ip=ip,
+                created=now,
+                updated=now,
+                user_id=self.identity.credentials.user_id,
+            )
+            if metadata:
+                self._record_change(server_id, "direct", None)
+        return server_id
+
+    def delete_server(self, server_id: str) -> None:
+        with self._lock:
+            self._server(server_id)
+            del self._servers[server_id]
+
+    def server(self, server_id: str) -> ServerInfo:
+        """The server's current view; KeyError if it does not exist."""
+        with self._lock:
+            return self._server(server_id).info()
+
+    def servers(self) -> list[ServerInfo]:
+        """Every server, in creation order."""
+        with self._lock:
+            return [server.info() for server in self._servers.values()]
+
+    def metadata(self, server_id: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._server(server_id).metadata)
+
+    def set_metadata_direct(self, server_id: str, metadata: Mapping[str, str]) -> None:
+        """Replace the whole metadata without any API check (seeding); recorded as ``direct``."""
+        with self._lock:
+            server = self._server(server_id)
+            server.metadata = dict(metadata)
+            server.updated = _timestamp()
+            self._record_change(server_id, "direct", None)
+
+    def set_locked(self, server_id: str, locked: bool, reason: str | None = None) -> None:
+        with self._lock:
+            server = self._server(server_id)
+            server.locked = locked
+            server.locked_reason = reason if locked else None
+
+    def set_vm_state(self, server_id: str, vm_state: str) -> None:
+        _check_vm_state(vm_state)
+        with self._lock:
+            self._server(server_id).vm_state = vm_state
+
+    def set_task_state(self, server_id: str, task_state: str | None) -> None:
+        with self._lock:
+            self._server(server_id).task_state = task_state
+
+    def set_quota(self, max_server_meta: int) -> None:
+        """The ``metadata_items`` quota: how many keys one server may hold (default 128)."""
+        if max_server_meta < 0:
+            raise ValueError("max_server_meta must not be negative")
+        with self._lock:
+            self._max_server_meta = max_server_meta
+
+    @property
+    def max_server_meta(self) -> int:
+        with self._lock:
+            return self._max_server_meta
+
+    def _server(self, server_id: str) -> _Server:
+        try:
+            return self._servers[server_id]
+        except KeyError:
+            raise KeyError(f"no server {server_id}") from None
+
+    def apply_metadata_write(
+        self,
+        caller: Token,
+        server_id: str,
+        operation: MetadataOperation,
+        items: Mapping[str, str],
+        key: str | None = None,
+    ) -> dict[str, str]:
+        """One Nova metadata call after schema validation, checked in Nova's order: server 404 ->
+        key 404 (DELETE) -> policy 403 -> lock / vm_state 409 -> quota 403. Returns the new metadata."""
+        action = {"POST": "create", "PUT": "update_all", "PUT_KEY": "update", "DELETE": "delete"}[operation]
+        with self._lock:
+            server = self._servers.get(server_id)
+            if server is None:
+                raise NovaError(404, "itemNotFound", f"Instance {server_id} could not be found.")
+            if operation == "DELETE" and key not in server.metadata:
+                raise NovaError(404, "itemNotFound", "Metadata item was not found")
+            if not caller.can_write():
+                raise NovaError(
+                    403,
+                    "forbidden",
+                    f"Policy doesn't allow os_compute_api:server-metadata:{action} to be performed.",
+                )
+            if server.locked and not caller.is_admin():
+                raise NovaError(409, "conflictingRequest", f"Instance {server_id} is locked")
+            if server.vm_state not in METADATA_WRITABLE_VM_STATES:
+                verb = "delete metadata" if operation == "DELETE" else "update metadata"
+                raise NovaError(
+                    409,
+                    "conflictingRequest",
+                    f"Cannot '{verb}' instance {server_id} while it is in vm_state {server.vm_state}",
+                )
+            if operation == "PUT":
+                updated = dict(items)
+            else:
+                updated = dict(server.metadata)
+                if operation == "DELETE":
+                    assert key is not None
+                    del updated[key]
+                else:
+                    updated.update(items)
+            if operation != "DELETE" and len(updated) > self._max_server_meta:
+                raise NovaError(
+                    403, "forbidden", f"Maximum number of metadata items exceeds {self._max_server_meta}"
+                )
+            server.metadata = updated
+            server.updated = _timestamp()
+            self._record_change(server_id, "PUT" if operation == "PUT_KEY" else operation, key)
+            return dict(updated)
+
+    # -- history ---------------------------------------------------------------------------------------
+
+    def _record_change(self, server_id: str, method: str, key: str | None) -> None:
+        metadata = dict(self._servers[server_id].metadata)
+        self._history.append(MetadataChange(next(self._seq), server_id, method, key, metadata))
+
+    def metadata_history(self, server_id: str | None = None) -> list[MetadataChange]:
+        """Every successful metadata change (optionally of one server), in global order."""
+        with self._lock:
+            return [change for change in self._history if server_id is None or change.server_id == server_id]
+
+    def clear_metadata_history(self) -> None:
+        with self._lock:
+            self._history.clear()
+
+    # -- API calls -------------------------------------------------------------------------------------
+
+    def record_call(self, call: ApiCall) -> None:
+        with self._lock:
+            self._calls.append(call)
+
+    def api_calls(self, api: str | None = None) -> list[ApiCall]:
+        """Every answered request (optionally of one API), oldest first."""
+        with self._lock:
+            return [call for call in self._calls if api is None or call.api == api]
+
+    def reset_api_calls(self) -> None:
+        with self._lock:
+            self._calls.clear()
+
+    # -- faults ----------------------------------------------------------------------------------------
+
+    def inject_fault(
+        self,
+        *,
+        api: Api,
+        method: str | None = None,
+        path_pattern: str | None = None,
+        status: int | None = 503,
+        times: int | None = 1,
+        delay: float = 0.0,
+        body: Any = None,
+    ) -> FaultHandle:
+        """Make the next ``times`` matching requests (None: all of them) wait ``delay`` seconds and then
+        fail with ``status`` (and ``body``, else the API's usual error body). ``status=None`` only delays.
+        ``path_pattern`` is a regular expression searched in the request path. Faults are tried in the
+        order they were injected; the first that matches is used."""
+        if times is not None and times < 1:
+            raise ValueError("times must be positive or None")
+        if delay < 0:
+            raise ValueError("delay must not be negative")
+        with self._lock:
+            fault = _Fault(
+                id=next(self._fault_ids),
+                api=api,
+                method=method.upper() if method else None,
+                path_pattern=re.compile(path_pattern) if path_pattern is not None else None,
+                action=FaultAction(status, delay, body),
+                remaining=times,
+            )
+            self._faults.append(fault)
+            return FaultHandle(self, fault.id)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def take_fault(self, api: str, method: str, path: str) -> FaultAction | None:
+        """Consume one use of the first fault matching this request, if any."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(api, method, path):
+                    if fault.remaining is not None:
+                        fault.remaining -= 1
+                    self._fault_hits[fault.id] = self._fault_hits.get(fault.id, 0) + 1
+                    if fault.remaining == 0:
+                        self._faults.remove(fault)
+                    return fault.action
+            return None
+
+    def fault_hits(self, fault_id: int) -> int:
+        with self._lock:
+            return self._fault_hits.get(fault_id, 0)
+
+    def fault_active(self, fault_id: int) -> bool:
+        with self._lock:
+            return any(fault.id == fault_id for fault in self._faults)
+
+    def cancel_fault(self, fault_id: int) -> None:
+        with self._lock:
+            self._faults = [fault for fault in self._faults if fault.id != fault_id]
+
+    # -- Kubernetes ------------------------------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        provider_id: str | None = None,
+        internal_ips: Iterable[str] = (),
+        ready: bool = True,
+    ) -> Obj:
+        """Register a node as a kubelet would (emits ADDED); returns the stored object."""
+        return self.kube.create(
+            NODES, None, node_manifest(name, labels, provider_id, tuple(internal_ips), ready)
+        )
+
+    def label_node(self, name: str, key: str, value: str | None) -> Obj:
+        """Set a label, or remove it with ``value=None`` (emits MODIFIED when something changed)."""
+
+        def change(node: Obj) -> None:
+            labels = node["metadata"].setdefault("labels", {})
+            if value is None:
+                labels.pop(key, None)
+            else:
+                labels[key] = value
+
+        return self.kube.mutate(NODES, None, name, change)
+
+    def set_node_ready(self, name: str, ready: bool) -> Obj:
+        def change(node: Obj) -> None:
+            for condition in node.setdefault("status", {}).setdefault("conditions", []):
+                if condition.get("type") == "Ready":
+                    condition["status"] = "True" if ready else "False"
+                    condition["lastTransitionTime"] = _timestamp()
+
+        return self.kube.mutate(NODES, None, name, change)
+
+    def delete_node(self, name: str) -> None:
+        self.kube.delete(NODES, None, name)
+
+    def node(self, name: str) -> Obj | None:
+        return self.kube.get(NODES, None, name)
+
+    def nodes(self) -> list[Obj]:
+        return self.kube.select(NODES)[0]
+
+    def configmap(self, namespace: str, name: str) -> Obj | None:
+        return self.kube.get(CONFIGMAPS, namespace, name)
+
+    def put_configmap(self, namespace: str, name: str, data: Mapping[str, str]) -> Obj:
+        """Create the configmap, or replace its data (seeding; emits ADDED / MODIFIED)."""
+        with self._lock:
+            current = self.kube.get(CONFIGMAPS, namespace, name)
+            if current is None:
+                return self.kube.create(
+                    CONFIGMAPS, namespace, {"metadata": {"name": name}, "data": dict(data)}
+                )
+            current["data"] = dict(data)
+            return self.kube.update(CONFIGMAPS, namespace, name, current)
+
+    def compact_watch_history(self) -> int:
+        """Drop the watch event history: a watch resuming from an older resourceVersion gets 410 Gone."""
+        return self.kube.compact()
+
+
+def _check_vm_state(vm_state: str) -> None:
+    if vm_state not in VM_STATES:
+        raise ValueError(f"unknown vm_state {vm_state!r}; Nova's are {sorted(VM_STATES)}")

@@ -1,0 +1,98 @@
+"""Fixtures shared by every test tree: a running simulator and clients configured for it."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from landb_webhook.simulator import ClientConfig, Simulator
+from landb_webhook.simulator.identity import DOMAIN_NAME, PROJECT_NAME
+
+
+@pytest.fixture
+def simulator() -> Iterator[Simulator]:
+    """A fresh, empty simulator on loopback (seed it with ``seed_cluster(simulator.state)``)."""
+    with Simulator() as running:
+        yield running
+
+
+@pytest.fixture
+def sim_clients(simulator: Simulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClientConfig:
+    """clouds.yaml and kubeconfig for ``simulator``, exported as OS_CLIENT_CONFIG_FILE, OS_CLOUD and
+    KUBECONFIG so ``openstack.connect(cloud="simulator")``, the openstack CLI and kubectl find them."""
+    config = simulator.write_client_config(tmp_path / "simulator-clients")
+    for name, value in config.environment().items():
+        monkeypatch.setenv(name, value)
+    # kubectl caches discovery per server address; a private cache keeps tests independent.
+    monkeypatch.setenv("KUBECACHEDIR", str(tmp_path / "kube-cache"))
+    return config
+
+
+NovaClientFactory = Callable[..., httpx.Client]
+TokenFactory = Callable[[str], str]
+
+_TLS_CONTEXT = ssl.create_default_context()
+"""Built once: httpx loads the CA bundle for every client otherwise, which costs more than a request."""
+
+
+@pytest.fixture(scope="session")
+def http() -> Iterator[httpx.Client]:
+    """A plain HTTP client for one-off requests to a simulator (pass full URLs)."""
+    with httpx.Client(timeout=10, verify=_TLS_CONTEXT) as client:
+        yield client
+
+
+@pytest.fixture
+def keystone_token(simulator: Simulator) -> TokenFactory:
+    """``keystone_token(user)``: a fresh project-scoped token for one of the simulator's users."""
+    credentials = simulator.state.credentials
+    passwords = {
+        credentials.username: credentials.password,
+        credentials.reader_username: credentials.reader_password,
+        credentials.admin_username: credentials.admin_password,
+    }
+    return lambda user: issue_token(simulator.url, user, passwords[user])
+
+
+@pytest.fixture
+def nova_http(simulator: Simulator, keystone_token: TokenFactory) -> Iterator[NovaClientFactory]:
+    """Raw HTTP to the simulated Nova, for what the SDK hides (status codes, bodies, microversions).
+
+    ``nova_http()`` logs in as the webhook's member user, ``nova_http(user="landb-reader")`` as the
+    read-only one; the client sends ``OpenStack-API-Version: compute <microversion>``.
+    """
+    clients: list[httpx.Client] = []
+
+    def make(user: str = simulator.state.credentials.username, microversion: str = "2.96") -> httpx.Client:
+        token = keystone_token(user)
+        headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"compute {microversion}"}
+        http = httpx.Client(
+            base_url=f"{simulator.url}/compute/v2.1", headers=headers, timeout=10, verify=_TLS_CONTEXT
+        )
+        clients.append(http)
+        return http
+
+    yield make
+    for http in clients:
+        http.close()
+
+
+def issue_token(url: str, user: str, password: str) -> str:
+    """A project-scoped Keystone token, obtained the way keystoneauth asks for one."""
+    body = {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {"user": {"name": user, "domain": {"name": DOMAIN_NAME}, "password": password}},
+            },
+            "scope": {"project": {"name": PROJECT_NAME, "domain": {"name": DOMAIN_NAME}}},
+        }
+    }
+    with httpx.Client(timeout=10, verify=_TLS_CONTEXT) as http:
+        reply = http.post(f"{url}/identity/v3/auth/tokens", json=body)
+    assert reply.status_code == 201, reply.text
+    return reply.headers["X-Subject-Token"]

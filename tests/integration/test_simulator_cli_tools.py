@@ -1,0 +1,99 @@
+"""kubectl and the openstack CLI, unmodified, against the simulator (what a human does with ``demo``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+
+KUBECTL = shutil.which("kubectl")
+OPENSTACK = Path(sys.executable).with_name("openstack")
+
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
+
+
+@pytest.fixture
+def cluster(simulator: Simulator) -> list[str]:
+    return seed_cluster(simulator.state, cluster="cli-test", ingress_nodes=2, workers=1)
+
+
+def kubectl(*args: str) -> str:
+    """Run kubectl with the KUBECONFIG and KUBECACHEDIR that ``sim_clients`` exported."""
+    assert KUBECTL is not None
+    done = subprocess.run([KUBECTL, *args], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@needs_kubectl
+def test_kubectl_get_nodes(sim_clients: ClientConfig, cluster: list[str]) -> None:
+    rows = [line.split() for line in kubectl("get", "nodes").splitlines()]
+
+    assert rows[0][:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert [row[0] for row in rows[1:]] == cluster
+    assert {row[1] for row in rows[1:]} == {"Ready"}
+    ingress = kubectl("get", "nodes", "-l", "role=ingress", "-o", "name").split()
+    assert ingress == [f"node/{name}" for name in cluster[:2]]
+
+
+@needs_kubectl
+def test_kubectl_get_node_as_yaml(
+    simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]
+) -> None:
+    node = yaml.safe_load(kubectl("get", "node", cluster[0], "-o", "yaml"))
+
+    server_id = next(server.id for server in simulator.state.servers() if server.name == cluster[0])
+    assert node["kind"] == "Node"
+    assert node["spec"]["providerID"] == f"openstack:///{server_id}"
+
+
+@needs_kubectl
+def test_kubectl_label_node(simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]) -> None:
+    kubectl("label", "node", cluster[2], "role=ingress")
+    node = simulator.state.node(cluster[2])
+    assert node is not None and node["metadata"]["labels"]["role"] == "ingress"
+
+    kubectl("label", "node", cluster[0], "role-")
+    node = simulator.state.node(cluster[0])
+    assert node is not None and "role" not in node["metadata"]["labels"]
+
+
+@needs_kubectl
+def test_kubectl_get_configmap(simulator: Simulator, sim_clients: ClientConfig) -> None:
+    simulator.state.put_configmap(
+        "landb", "landb-webhook-ownership", {"a-app.cern.ch": "x", "b-app.cern.ch": "y"}
+    )
+
+    rows = [line.split() for line in kubectl("get", "configmap", "-n", "landb").splitlines()]
+    assert rows[0] == ["NAME", "DATA", "AGE"]
+    assert rows[1][:2] == ["landb-webhook-ownership", "2"]
+    data = json.loads(kubectl("get", "configmap", "landb-webhook-ownership", "-n", "landb", "-o", "json"))[
+        "data"
+    ]
+    assert data == {"a-app.cern.ch": "x", "b-app.cern.ch": "y"}
+
+
+@pytest.mark.skipif(not OPENSTACK.exists(), reason="the openstack CLI is not installed next to this Python")
+def test_openstack_server_list(simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]) -> None:
+    done = subprocess.run(
+        [str(OPENSTACK), "--os-cloud", sim_clients.cloud_name, "server", "list", "--long", "-f", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    servers = {server["Name"]: server for server in json.loads(done.stdout)}
+    assert set(servers) == set(cluster)
+    listed = servers[cluster[0]]
+    assert listed["Status"] == "ACTIVE"
+    assert listed["Image Name"] == "ALMA9 - x86_64"
+    assert listed["Properties"]["landb-mainuser"] == "kubernetes-admins"
