@@ -333,3 +333,6 @@ def test_unrepresentable_endpoints_are_dropped_and_ownership_records_pass_throug
     assert (
         adjusted[0].record_type == "A" and adjusted[0].record_ttl == 0 and not adjusted[0].provider_specific
     )
+    dropped = cluster.metrics.dropped_endpoints_total
+    kinds = ("other_zone", "multi_label", "wildcard", "invalid_characters", "too_long", "record_type")
+    assert {kind: dropped.labels(reason=kind)._value.get() for kind in kinds} == dict.fromkeys(kinds, 1.0)

@@ -210,7 +210,7 @@ def test_demo_instructions_are_ready_to_paste() -> None:
 SERVE_WITH_IN_MEMORY_PROVIDER = """
 import sys, types
 from landb_webhook.endpoint import DomainFilter
-from landb_webhook.webhook.memory import InMemoryProvider
+from support.memory_provider import InMemoryProvider
 
 class Resources:
     def close(self):
@@ -244,7 +244,12 @@ def serve_process() -> Iterator[tuple[subprocess.Popen[str], queue.Queue[dict[st
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "LANDB_LOG_FORMAT": "json", "LANDB_LOG_LEVEL": "info"},
+        env={
+            **os.environ,
+            "LANDB_LOG_FORMAT": "json",
+            "LANDB_LOG_LEVEL": "info",
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),  # tests/, for support.memory_provider
+        },
     )
     lines: queue.Queue[dict[str, object]] = queue.Queue()
 

@@ -25,9 +25,9 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import WebhookProvider
 from landb_webhook.webhook.app import ProviderCalls, create_api_app, create_health_app
-from landb_webhook.webhook.memory import InMemoryProvider
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
+from support.memory_provider import InMemoryProvider
 
 WAIT = 5.0
 """Upper bound for anything that should happen promptly; only reached when a test fails."""

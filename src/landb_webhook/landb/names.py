@@ -16,18 +16,28 @@ _LOAD_TOKEN = re.compile(r"(?P<label>.+)--load-(?P<index>[0-9]+)-", re.IGNORECAS
 
 
 class InvalidName(ValueError):
-    """A DNS name that cannot be a LanDB alias; the message says why, for the operator."""
+    """A DNS name that cannot be a LanDB alias; the message says why, for the operator.
+
+    ``kind`` is a short fixed word for metrics labels (the message names the input, a label must not).
+    """
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def validate_label(label: str) -> str:
     """Return ``label`` if it is one lower-case DNS label LanDB accepts as an alias, else raise."""
     if not label:
-        raise InvalidName("empty label")
+        raise InvalidName("empty label", "empty")
     if len(label) > MAX_LABEL_LENGTH:
-        raise InvalidName(f"label {label!r} is {len(label)} characters, more than {MAX_LABEL_LENGTH}")
+        raise InvalidName(
+            f"label {label!r} is {len(label)} characters, more than {MAX_LABEL_LENGTH}", "too_long"
+        )
     if not _LABEL.fullmatch(label):
         raise InvalidName(
-            f"label {label!r} must use only a-z, 0-9 and '-', and neither start nor end with '-'"
+            f"label {label!r} must use only a-z, 0-9 and '-', and neither start nor end with '-'",
+            "invalid_characters",
         )
     return label
 
@@ -37,16 +47,18 @@ def label_for(dns_name: str, domain: str) -> str:
     name = dns_name.strip().rstrip(".").lower()
     suffix = "." + domain
     if not name.endswith(suffix):
-        raise InvalidName(f"{dns_name!r} is not in the {domain} zone")
+        raise InvalidName(f"{dns_name!r} is not in the {domain} zone", "other_zone")
     label = name[: -len(suffix)]
     if label.startswith("*"):
-        raise InvalidName(f"{dns_name!r} is a wildcard; LanDB aliases cannot be wildcards")
+        raise InvalidName(f"{dns_name!r} is a wildcard; LanDB aliases cannot be wildcards", "wildcard")
     if "." in label:
-        raise InvalidName(f"{dns_name!r} has more than one label before {domain}; an alias is a single label")
+        raise InvalidName(
+            f"{dns_name!r} has more than one label before {domain}; an alias is a single label", "multi_label"
+        )
     try:
         return validate_label(label)
     except InvalidName as exc:
-        raise InvalidName(f"{dns_name!r}: {exc}") from None
+        raise InvalidName(f"{dns_name!r}: {exc}", exc.kind) from None
 
 
 def dns_name_for(label: str, domain: str) -> str:

@@ -72,7 +72,7 @@ class LandbProvider:
     def ready(self) -> bool:
         try:
             self._nodes.nodes()
-        except Exception:  # noqa: BLE001 -- not ready, whatever the reason
+        except Exception:  # not ready, whatever the reason
             return False
         return True
 
@@ -177,19 +177,19 @@ class LandbProvider:
     def _alias_label(self, endpoint: Endpoint) -> str | None:
         record_type = endpoint.record_type.upper()
         if record_type not in ALIAS_RECORD_TYPES:
-            self._drop(endpoint, f"record type {record_type} cannot be published as a LanDB alias")
+            self._drop(endpoint, f"record type {record_type} cannot be a LanDB alias", "record_type")
             return None
         try:
             return label_for(endpoint.dns_name, self._options.dns_domain)
         except InvalidName as exc:
-            self._drop(endpoint, str(exc))
+            self._drop(endpoint, str(exc), exc.kind)
             return None
 
     def _labels(self, endpoints: Iterable[Endpoint]) -> set[str]:
         return {label for e in endpoints if (label := self._alias_label(e)) is not None}
 
-    def _drop(self, endpoint: Endpoint, reason: str) -> None:
-        self._metrics.dropped_endpoints_total.labels(reason=reason.split(":")[0][:40]).inc()
+    def _drop(self, endpoint: Endpoint, reason: str, kind: str) -> None:
+        self._metrics.dropped_endpoints_total.labels(reason=kind).inc()
         self._warn_once(f"{endpoint.dns_name} {endpoint.record_type}", f"endpoint dropped: {reason}")
 
     def _warn_once(self, subject: str, message: str) -> None:
@@ -204,7 +204,7 @@ class LandbProvider:
         """With the txt registry, aliases without a TXT claim are someone else's: never touched."""
         if self._options.registry != "txt":
             return set()
-        refused = {l for l in labels if dns_name_for(l, self._options.dns_domain) not in claimed}
+        refused = {label for label in labels if dns_name_for(label, self._options.dns_domain) not in claimed}
         for label in sorted(refused):
             self._metrics.refused_changes_total.labels(reason="not_owned").inc()
             log.warning(

@@ -9,7 +9,7 @@ from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 
 
 class ApplyError(Exception):
-    """Some changes did not land (other servers still converged); the webhook answers 503 with ``str(self)``."""
+    """Some changes did not land (other servers still converged); answered 503 with ``str(self)``."""
 
 
 class WebhookProvider(Protocol):
@@ -22,7 +22,7 @@ class WebhookProvider(Protocol):
         ...
 
     def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
-        """Desired endpoints rewritten to exactly what records() reports once applied. Raises UpstreamError."""
+        """Desired endpoints as records() will report them once applied. Raises UpstreamError."""
         ...
 
     def apply_changes(self, changes: Changes) -> None:

@@ -1,7 +1,7 @@
 """A reference :class:`~landb_webhook.provider.interface.WebhookProvider` that keeps records in memory.
 
 It is what external-dns' ``inmemory`` provider is to external-dns: plain DNS semantics with no LanDB
-behind them. It lets the HTTP layer be tested (and external-dns be pointed at the webhook) on its own.
+behind them. It lets the HTTP layer be tested on its own, with real behaviour rather than canned replies.
 """
 
 from __future__ import annotations

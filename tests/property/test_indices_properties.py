@@ -1,0 +1,165 @@
+"""Properties of THE INDEX RULE (landb/indices.py: assign_indices)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hypothesis import given
+from hypothesis import strategies as st
+from landb_replay import smallest_free
+
+from landb_webhook.landb.indices import assign_indices
+
+
+@dataclass(frozen=True)
+class IndexCase:
+    wanted: list[str]
+    """Wanted carriers in tie-break order."""
+    held: dict[str, list[int]]
+    """Every visible server -> the Ns it carries (hand edits may give one server several)."""
+    taken_elsewhere: frozenset[int]
+    floor: int
+
+    def assign(self) -> dict[str, int]:
+        return assign_indices(self.wanted, self.held, taken_elsewhere=self.taken_elsewhere, floor=self.floor)
+
+    def used(self) -> set[int]:
+        return {n for ns in self.held.values() for n in ns} | self.taken_elsewhere
+
+
+@st.composite
+def index_cases(draw: st.DrawFn, *, disjoint: bool = False) -> IndexCase:
+    """Visible servers holding small Ns (colliding unless ``disjoint``) and a subset of them wanted.
+
+    ``disjoint`` gives every server Ns no other server holds: the state after a convergence.
+    """
+    ids = [f"s{i}" for i in range(draw(st.integers(0, 8)))]
+    held: dict[str, list[int]] = {}
+    seen: set[int] = set()
+    for server in ids:
+        indices = draw(st.lists(st.integers(0, 12), max_size=3))
+        if disjoint:
+            indices = [n for n in dict.fromkeys(indices) if n not in seen]
+            seen.update(indices)
+        held[server] = indices
+    wanted = draw(st.permutations(ids))[: draw(st.integers(0, len(ids)))]
+    if draw(st.booleans()):
+        wanted.insert(draw(st.integers(0, len(wanted))), "not-visible")
+    taken = frozenset(draw(st.sets(st.integers(0, 12), max_size=3)))
+    if disjoint:
+        taken -= seen
+    return IndexCase(wanted, held, taken, draw(st.integers(0, 6)))
+
+
+@given(index_cases())
+def test_every_wanted_carrier_gets_exactly_one_index(case: IndexCase) -> None:
+    assert set(case.assign()) == set(case.wanted)
+
+
+@given(index_cases())
+def test_indices_are_unique_within_the_result(case: IndexCase) -> None:
+    result = case.assign()
+    assert len(set(result.values())) == len(result)
+
+
+@given(index_cases())
+def test_a_carrier_holding_an_index_no_other_wanted_carrier_holds_keeps_an_index_it_holds(
+    case: IndexCase,
+) -> None:
+    result = case.assign()
+    for server in case.wanted:
+        others = {n for other in case.wanted if other != server for n in case.held.get(other, ())}
+        if set(case.held.get(server, ())) - others:
+            assert result[server] in case.held[server]
+
+
+@given(index_cases())
+def test_a_carrier_alone_with_its_indices_keeps_the_smallest(case: IndexCase) -> None:
+    result = case.assign()
+    for server in case.wanted:
+        mine = set(case.held.get(server, ()))
+        others = {n for other in case.wanted if other != server for n in case.held.get(other, ())}
+        if mine and mine.isdisjoint(others):
+            assert result[server] == min(mine)
+
+
+@given(index_cases())
+def test_a_kept_index_may_lie_below_the_floor(case: IndexCase) -> None:
+    """Sticky beats the floor: raising the floor renumbers nobody."""
+    result = case.assign()
+    raised = assign_indices(
+        case.wanted, case.held, taken_elsewhere=case.taken_elsewhere, floor=case.floor + 50
+    )
+    for server, index in result.items():
+        if index in case.held.get(server, ()):
+            assert raised[server] == index
+
+
+@given(index_cases())
+def test_new_indices_are_the_smallest_free_at_or_above_the_floor_in_wanted_order(case: IndexCase) -> None:
+    result = case.assign()
+    newcomers = [s for s in case.wanted if result[s] not in case.held.get(s, ())]
+    expected = smallest_free(case.used(), case.floor, len(newcomers))
+    assert [result[s] for s in newcomers] == expected
+
+
+@given(index_cases())
+def test_a_new_index_is_held_by_no_visible_server_not_even_one_losing_the_alias(case: IndexCase) -> None:
+    result = case.assign()
+    for server, index in result.items():
+        if index not in case.held.get(server, ()):
+            assert index not in case.used()
+            assert index >= case.floor
+
+
+@given(st.integers(0, 5), st.integers(2, 5))
+def test_when_carriers_share_an_index_the_first_in_order_keeps_it(shared: int, count: int) -> None:
+    servers = [f"s{i}" for i in range(count)]
+    held = {server: [shared] for server in servers}
+    result = assign_indices(servers, held)
+    assert result[servers[0]] == shared
+    assert all(result[s] != shared for s in servers[1:])
+
+
+@given(index_cases(disjoint=True), st.data())
+def test_adding_a_wanted_carrier_changes_no_other_carriers_index(
+    case: IndexCase, data: st.DataObject
+) -> None:
+    holders = [s for s in case.wanted if case.held.get(s)]
+    newcomer_holds = data.draw(st.booleans())
+    joining = "joining"
+    held = dict(case.held)
+    if newcomer_holds:
+        held[joining] = [max(case.used(), default=0) + 1]
+    position = data.draw(st.integers(0, len(holders)))
+    before = assign_indices(holders, held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    grown = [*holders[:position], joining, *holders[position:]]
+    after = assign_indices(grown, held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    assert {s: after[s] for s in holders} == before
+
+
+@given(index_cases(disjoint=True), st.data())
+def test_removing_a_wanted_carrier_changes_no_other_carriers_index(
+    case: IndexCase, data: st.DataObject
+) -> None:
+    holders = [s for s in case.wanted if case.held.get(s)]
+    before = assign_indices(holders, case.held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    if not holders:
+        return
+    leaving = data.draw(st.sampled_from(holders))
+    remaining = [s for s in holders if s != leaving]
+    after = assign_indices(remaining, case.held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    assert after == {s: before[s] for s in remaining}
+
+
+@given(index_cases(), st.randoms(use_true_random=False))
+def test_the_result_depends_only_on_wanted_order_not_on_how_held_is_listed(
+    case: IndexCase, rnd: random.Random
+) -> None:
+    shuffled_items = list(case.held.items())
+    rnd.shuffle(shuffled_items)
+    shuffled = {server: list(reversed(ns)) for server, ns in shuffled_items}
+    taken = sorted(case.taken_elsewhere, reverse=True)
+    assert assign_indices(case.wanted, shuffled, taken_elsewhere=taken, floor=case.floor) == case.assign()
+    assert case.assign() == case.assign()

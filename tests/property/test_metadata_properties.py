@@ -1,0 +1,110 @@
+"""Properties of reading ``landb-alias*`` keys (landb/metadata.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from landb_strategies import GeneratedMetadata, load_tokens, per_interface_values, server_metadata
+
+from landb_webhook.landb.metadata import (
+    is_alias_key,
+    read_aliases,
+    slot_key,
+    slot_number,
+    split_tokens,
+)
+
+slot_numbers = st.integers(1, 10_000)
+
+
+@given(slot_numbers)
+def test_slot_key_and_slot_number_are_inverse(number: int) -> None:
+    assert slot_number(slot_key(number)) == number
+
+
+@given(st.text(max_size=20).map(lambda tail: "landb-alias" + tail))
+def test_every_slot_key_spells_its_number_one_way(key: str) -> None:
+    number = slot_number(key)
+    if number is not None:
+        assert slot_key(number) == key
+
+
+def test_slot_one_is_the_bare_key_and_the_next_is_two() -> None:
+    assert (slot_key(1), slot_key(2), slot_key(10)) == ("landb-alias", "landb-alias2", "landb-alias10")
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["landb-alias1", "landb-alias0", "landb-alias02", "landb-alias-extra", "landb-alias ", "landb-alias2x"],
+)
+def test_alias_keys_outside_the_convention_are_not_slots(key: str) -> None:
+    assert is_alias_key(key)
+    assert slot_number(key) is None
+
+
+@pytest.mark.parametrize("number", [0, -1])
+def test_there_is_no_slot_below_one(number: int) -> None:
+    with pytest.raises(ValueError, match="start at 1"):
+        slot_key(number)
+
+
+@given(server_metadata())
+def test_every_alias_key_is_read_either_as_a_slot_or_as_frozen(generated: GeneratedMetadata) -> None:
+    metadata = generated.metadata
+    found = read_aliases(metadata)
+    slot_keys = {slot_key(n) for n in found.slots}
+    assert slot_keys.isdisjoint(found.frozen)
+    assert slot_keys | set(found.frozen) == {k for k in metadata if k.startswith("landb-alias")}
+
+
+@given(server_metadata())
+def test_frozen_values_are_kept_verbatim_and_slots_hold_their_tokens(generated: GeneratedMetadata) -> None:
+    metadata = generated.metadata
+    found = read_aliases(metadata)
+    assert all(found.frozen[key] == metadata[key] for key in found.frozen)
+    for number, tokens in found.slots.items():
+        assert tokens == split_tokens(metadata[slot_key(number)])
+
+
+@given(server_metadata())
+def test_keys_that_are_not_alias_keys_are_ignored(generated: GeneratedMetadata) -> None:
+    metadata = generated.metadata
+    aliases_only = {k: v for k, v in metadata.items() if k.startswith("landb-alias")}
+    assert read_aliases(metadata) == read_aliases(aliases_only)
+
+
+@given(server_metadata())
+def test_every_load_token_in_any_alias_key_or_form_is_read(generated: GeneratedMetadata) -> None:
+    assert Counter(read_aliases(generated.metadata).load_tokens()) == Counter(generated.expected_tokens)
+
+
+@given(st.sampled_from(["landb-alias", "landb-alias2", "landb-alias1", "landb-alias-extra"]), st.data())
+def test_a_per_interface_value_is_frozen_in_any_key_and_its_aliases_are_read(
+    key: str, data: st.DataObject
+) -> None:
+    value, expected = data.draw(per_interface_values(load_tokens()))
+    found = read_aliases({key: value})
+    assert found.slots == {}
+    assert found.frozen == {key: value}
+    assert Counter(found.load_tokens()) == Counter(expected)
+
+
+def test_landb_alias1_is_frozen_even_with_a_plain_value() -> None:
+    found = read_aliases({"landb-alias1": "app--load-0-", "landb-alias": "web--load-1-"})
+    assert found.frozen == {"landb-alias1": "app--load-0-"}
+    assert found.slots == {1: ("web--load-1-",)}
+    assert found.frozen_slot_numbers() == frozenset()
+
+
+def test_frozen_slot_numbers_are_the_slot_keys_holding_frozen_forms() -> None:
+    found = read_aliases(
+        {"landb-alias": "host.cern.ch:a--load-0-", "landb-alias3": "h.cern.ch:b", "landb-alias2": "c"}
+    )
+    assert found.frozen_slot_numbers() == {1, 3}
+
+
+def test_an_empty_value_is_an_empty_slot() -> None:
+    assert read_aliases({"landb-alias2": ""}).slots == {2: ()}

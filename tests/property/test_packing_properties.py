@@ -1,0 +1,197 @@
+"""Properties of THE PACKING RULE (landb/packing.py: add_tokens, remove_tokens)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from landb_webhook.landb.metadata import join_tokens
+from landb_webhook.landb.names import LoadToken
+from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
+
+Layout = dict[int, tuple[str, ...]]
+
+short_labels = st.builds(
+    "{}{}{}".format,
+    st.sampled_from("abcdefgh"),
+    st.text(alphabet="abc0-", max_size=10),
+    st.sampled_from("abc01"),
+)
+rendered_tokens = st.builds(LoadToken, short_labels, st.integers(0, 99)).map(LoadToken.render)
+
+
+@dataclass(frozen=True)
+class Edit:
+    slots: Layout
+    """Existing slots; values may already be over ``max_length`` (hand edits), and may be empty."""
+    new: list[str]
+    """Tokens to add, none of them already present."""
+    unavailable: frozenset[int]
+    max_length: int
+
+    def add(self) -> dict[int, tuple[str, ...]]:
+        return add_tokens(self.slots, self.new, self.max_length, unavailable=self.unavailable)
+
+
+@st.composite
+def layouts(draw: st.DrawFn, *, min_tokens: int = 0) -> Layout:
+    """Distinct tokens spread over a few slot numbers (gaps allowed), some slots left empty."""
+    numbers = sorted(draw(st.sets(st.integers(1, 8), min_size=1, max_size=5)))
+    layout: Layout = {n: () for n in draw(st.sets(st.sampled_from(numbers), max_size=1))}
+    for token in draw(st.lists(rendered_tokens, unique=True, min_size=min_tokens, max_size=15)):
+        number = draw(st.sampled_from(numbers))
+        layout[number] = (*layout.get(number, ()), token)
+    return layout
+
+
+@st.composite
+def edits(draw: st.DrawFn, *, count: st.SearchStrategy[int] | None = None) -> Edit:
+    slots = draw(layouts())
+    present = {t for tokens in slots.values() for t in tokens}
+    size = draw(st.integers(0, 6) if count is None else count)
+    new = draw(
+        st.lists(
+            rendered_tokens.filter(lambda t: t not in present), unique=True, min_size=size, max_size=size
+        )
+    )
+    shortest_possible = max((len(t) for t in new), default=1)
+    max_length = draw(st.integers(shortest_possible, shortest_possible + 60))
+    unavailable = frozenset(draw(st.sets(st.integers(1, 10), max_size=2)) - set(slots))
+    return Edit(slots, new, unavailable, max_length)
+
+
+def changed_slots(before: Layout, after: Layout) -> set[int]:
+    return {n for n in after if before.get(n) != after[n]}
+
+
+@given(edits())
+def test_every_value_written_fits_in_max_length(edit: Edit) -> None:
+    after = edit.add()
+    for number in changed_slots(edit.slots, after):
+        assert len(join_tokens(after[number])) <= edit.max_length
+
+
+@given(edits())
+def test_added_tokens_appear_exactly_once_and_nothing_else_is_lost(edit: Edit) -> None:
+    after = edit.add()
+    assert Counter(t for tokens in after.values() for t in tokens) == Counter(
+        [*(t for tokens in edit.slots.values() for t in tokens), *edit.new]
+    )
+
+
+@given(edits())
+def test_tokens_already_there_never_move_new_ones_are_appended(edit: Edit) -> None:
+    after = edit.add()
+    assert set(edit.slots) <= set(after)
+    for number, tokens in edit.slots.items():
+        assert after[number][: len(tokens)] == tokens
+
+
+@given(edits(count=st.just(1)))
+def test_adding_one_token_rewrites_one_key_and_a_new_key_only_when_no_slot_has_room(edit: Edit) -> None:
+    after = edit.add()
+    (changed,) = changed_slots(edit.slots, after)
+    (token,) = edit.new
+    room = [n for n in sorted(edit.slots) if len(join_tokens((*edit.slots[n], token))) <= edit.max_length]
+    if room:
+        assert changed == room[0], "the first slot with room takes it"
+    else:
+        assert changed not in edit.slots
+
+
+@st.composite
+def edits_with_room_for_all(draw: st.DrawFn) -> Edit:
+    """An edit whose max_length leaves at least one existing slot room for every new token."""
+    edit = draw(edits(count=st.integers(1, 6)))
+    slots = edit.slots or {1: ()}
+    pending = sorted(edit.new)
+    needed = min(len(join_tokens((*tokens, *pending))) for tokens in slots.values())
+    return Edit(slots, edit.new, edit.unavailable - set(slots), draw(st.integers(needed, needed + 40)))
+
+
+@given(edits_with_room_for_all())
+def test_all_new_tokens_share_the_first_slot_that_has_room_for_all(edit: Edit) -> None:
+    pending = sorted(edit.new)
+    room = [n for n in sorted(edit.slots) if len(join_tokens((*edit.slots[n], *pending))) <= edit.max_length]
+    after = edit.add()
+    assert changed_slots(edit.slots, after) == {room[0]}
+    assert after[room[0]] == (*edit.slots[room[0]], *pending)
+
+
+@given(edits(count=st.integers(1, 6)))
+def test_a_new_slot_takes_the_smallest_number_neither_used_nor_unavailable(edit: Edit) -> None:
+    after = edit.add()
+    created = sorted(set(after) - set(edit.slots))
+    assert not (set(created) & edit.unavailable)
+    taken = set(edit.slots) | edit.unavailable
+    free = [n for n in range(1, len(taken) + len(created) + 1) if n not in taken][: len(created)]
+    assert created == free
+
+
+@given(edits())
+def test_adding_does_not_mutate_the_input(edit: Edit) -> None:
+    snapshot = {n: tuple(tokens) for n, tokens in edit.slots.items()}
+    edit.add()
+    assert edit.slots == snapshot
+
+
+@given(edits(count=st.integers(1, 4)), st.integers(1, 5))
+def test_a_token_longer_than_a_whole_value_is_refused(edit: Edit, excess: int) -> None:
+    too_long = "x" * (edit.max_length + excess)
+    with pytest.raises(ValueTooLong, match="longer than"):
+        add_tokens(edit.slots, [*edit.new, too_long], edit.max_length)
+
+
+@st.composite
+def removals(draw: st.DrawFn) -> tuple[Layout, set[str]]:
+    slots = draw(layouts(min_tokens=1))
+    present = sorted({t for tokens in slots.values() for t in tokens})
+    gone = draw(st.sets(st.sampled_from(present), max_size=len(present)))
+    if draw(st.booleans()):
+        gone.add(draw(rendered_tokens))  # a token that is not there: removing it is a no-op
+    return slots, gone
+
+
+@given(removals())
+def test_removing_leaves_every_other_slot_byte_identical(case: tuple[Layout, set[str]]) -> None:
+    slots, gone = case
+    after = remove_tokens(slots, gone)
+    for number, tokens in slots.items():
+        if not set(tokens) & gone:
+            assert after[number] == tokens
+
+
+@given(removals())
+def test_removed_tokens_leave_their_slot_others_keep_their_order_and_emptied_slots_go(
+    case: tuple[Layout, set[str]],
+) -> None:
+    slots, gone = case
+    after = remove_tokens(slots, gone)
+    assert set(after) <= set(slots)
+    for number, tokens in slots.items():
+        kept = tuple(t for t in tokens if t not in gone)
+        if kept or not tokens:
+            assert after[number] == kept
+        else:
+            assert number not in after, "a slot emptied by the removal is deleted"
+
+
+@given(layouts(min_tokens=1), st.data())
+def test_removing_one_token_rewrites_or_deletes_exactly_one_key(slots: Layout, data: st.DataObject) -> None:
+    present = sorted({t for tokens in slots.values() for t in tokens})
+    token = data.draw(st.sampled_from(present))
+    after = remove_tokens(slots, [token])
+    touched = {n for n in slots if after.get(n) != slots[n]}
+    assert len(touched) == 1
+    assert set(after) <= set(slots)
+
+
+@given(edits())
+def test_adding_then_removing_the_same_tokens_restores_the_layout(edit: Edit) -> None:
+    restored = remove_tokens(edit.add(), edit.new)
+    non_empty = {n: tokens for n, tokens in edit.slots.items() if tokens}
+    assert {n: tokens for n, tokens in restored.items() if tokens} == non_empty

@@ -1,0 +1,417 @@
+"""Properties of the per-server plan (landb/plan.py: plan_changes), checked by applying it.
+
+A plan is applied the way the executor and Nova do it (landb_replay): every make write (a merge POST of
+its upserts, then a DELETE per key), then every break write. The design invariants, in the domain's
+terms: convergence, zero churn, make before break, nothing foreign lost, minimal writes, sticky
+indices, unique indices, quota, floor.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+from landb_replay import (
+    all_tokens,
+    apply_plan,
+    apply_write,
+    break_steps,
+    by_id,
+    editable_texts,
+    frozen_holders,
+    indices_by_server,
+    is_token_of,
+    make_steps,
+    non_alias_items,
+    replay,
+    slot_texts,
+    smallest_free,
+)
+from landb_strategies import GENEROUS_QUOTA, Scenario, scenarios
+
+from landb_webhook.landb.metadata import read_aliases, slot_number
+from landb_webhook.landb.names import LoadToken
+from landb_webhook.landb.plan import Plan, Refusal, ServerState, carriers
+
+
+def is_frozen_refusal(refusal: Refusal) -> bool:
+    """Refused because the label sits in a key or form we never edit (not for quota or length)."""
+    return "never edit" in refusal.reason
+
+
+def visible_ids(scenario: Scenario) -> set[str]:
+    return {s.server_id for s in scenario.servers}
+
+
+def addition_refusals(plan: Plan) -> set[tuple[str, str]]:
+    return {(r.label, r.server.server_id) for r in plan.refusals if not is_frozen_refusal(r)}
+
+
+def is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    remaining = iter(long)
+    return all(any(item == other for other in remaining) for item in short)
+
+
+# -- convergence and zero churn ------------------------------------------------------------
+
+
+@given(scenarios())
+def test_after_applying_exactly_the_wanted_servers_carry_each_label(scenario: Scenario) -> None:
+    """Besides the wanted servers, only servers holding the label in a form we never edit carry it."""
+    plan = scenario.plan()
+    after = apply_plan(scenario.servers, plan)
+    found = carriers(after)
+    for label, wanted in scenario.wanted.items():
+        expected = (wanted & visible_ids(scenario)) | frozen_holders(scenario.servers, label)
+        assert found.get(label, set()) == expected, label
+
+
+@given(scenarios())
+def test_refusals_are_exactly_the_unwanted_servers_holding_a_label_in_a_frozen_form(
+    scenario: Scenario,
+) -> None:
+    plan = scenario.plan()
+    expected = {
+        (label, server_id)
+        for label, wanted in scenario.wanted.items()
+        for server_id in frozen_holders(scenario.servers, label) - wanted
+    }
+    assert {(r.label, r.server.server_id) for r in plan.refusals} == expected
+    assert all(is_frozen_refusal(r) for r in plan.refusals)
+
+
+@given(scenarios())
+def test_a_converged_fleet_plans_nothing(scenario: Scenario) -> None:
+    after = apply_plan(scenario.servers, scenario.plan())
+    again = scenario.plan(after)
+    assert again.servers == ()
+
+
+@given(scenarios())
+def test_each_wanted_server_ends_with_one_spelling_of_one_token_per_label_in_its_slots(
+    scenario: Scenario,
+) -> None:
+    """Hand-edited extras (another N, another spelling of the same token) go; unwanted servers keep none."""
+    after = by_id(apply_plan(scenario.servers, scenario.plan()))
+    for label, wanted in scenario.wanted.items():
+        for server_id, server in after.items():
+            spellings = set(editable_texts(server, label))
+            assert len(spellings) <= (1 if server_id in wanted else 0), (label, server_id, spellings)
+
+
+# -- make before break -----------------------------------------------------------------------
+
+
+def assert_make_before_break(scenario: Scenario, data: st.DataObject) -> None:
+    plan = scenario.plan()
+    before = carriers(scenario.servers)
+    kept_alive = [
+        label
+        for label, wanted in scenario.wanted.items()
+        if before.get(label) and wanted & visible_ids(scenario)
+    ]
+    makes = data.draw(st.permutations(make_steps(plan)), label="make order")
+    breaks = data.draw(st.permutations(break_steps(plan)), label="break order")
+    for step, fleet in enumerate(replay(scenario.servers, [*makes, *breaks])):
+        found = carriers(fleet)
+        for label in kept_alive:
+            assert found.get(label), f"{label} has no carrier after write {step + 1}"
+
+
+@given(scenarios(), st.data())
+def test_an_alias_carried_before_and_wanted_after_always_has_a_carrier_in_any_write_order(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    assert_make_before_break(scenario, data)
+
+
+@given(scenarios(quota="tight"), st.data())
+def test_make_before_break_holds_when_the_quota_refuses_new_carriers(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    assert_make_before_break(scenario, data)
+
+
+@given(scenarios(quota="any"))
+def test_make_writes_only_add_tokens_and_break_writes_only_remove(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    for server_plan in plan.servers:
+        start = server_plan.server
+        made = apply_write(start.metadata, server_plan.make)
+        broken = apply_write(made, server_plan.brk)
+        assert server_plan.make.deletes == ()
+        slots0, slots1, slots2 = (read_aliases(md).slots for md in (start.metadata, made, broken))
+        for number, tokens in slots0.items():
+            assert slots1[number][: len(tokens)] == tokens, "make appends, never rewrites"
+        assert set(server_plan.brk.upserts) <= set(made)
+        assert set(slots2) <= set(slots1)
+        for number, tokens in slots2.items():
+            assert is_subsequence(tokens, slots1[number]), "break removes, never adds or reorders"
+        tokens0, tokens1, tokens2 = (
+            Counter(read_aliases(md).load_tokens()) for md in (start.metadata, made, broken)
+        )
+        assert tokens1 - tokens0 == Counter(server_plan.added)
+        assert not tokens0 - tokens1
+        assert not tokens2 - tokens1
+        assert set(tokens1 - tokens2) == set(server_plan.removed)
+
+
+# -- nothing foreign is lost -----------------------------------------------------------------
+
+
+@given(scenarios(quota="any"))
+def test_writes_touch_only_slot_keys_never_foreign_or_frozen_ones(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    for server_plan in plan.servers:
+        frozen = read_aliases(server_plan.server.metadata).frozen
+        for write in (server_plan.make, server_plan.brk):
+            for key in (*write.upserts, *write.deletes):
+                assert slot_number(key) is not None, key
+                assert key not in frozen, f"{key} holds {frozen.get(key)!r}, which we never edit"
+
+
+@given(scenarios(quota="any"))
+def test_foreign_keys_and_frozen_values_survive_byte_for_byte(scenario: Scenario) -> None:
+    after = by_id(apply_plan(scenario.servers, scenario.plan()))
+    for server in scenario.servers:
+        assert non_alias_items(after[server.server_id]) == non_alias_items(server)
+        assert read_aliases(after[server.server_id].metadata).frozen == read_aliases(server.metadata).frozen
+
+
+@given(scenarios(quota="any"))
+def test_tokens_of_labels_not_wanted_and_plain_aliases_never_move_or_vanish(scenario: Scenario) -> None:
+    after = by_id(apply_plan(scenario.servers, scenario.plan()))
+    for server in scenario.servers:
+        now = slot_texts(after[server.server_id])
+        for number, tokens in slot_texts(server).items():
+            untouchable = tuple(t for t in tokens if not is_token_of(t, scenario.wanted))
+            assert tuple(t for t in now.get(number, ()) if not is_token_of(t, scenario.wanted)) == untouchable
+
+
+# -- minimal writes ------------------------------------------------------------------------
+
+
+@given(scenarios(quota="any"))
+def test_every_write_changes_each_key_it_touches(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    for server_plan in plan.servers:
+        assert server_plan.make or server_plan.brk
+        state = dict(server_plan.server.metadata)
+        for write in (server_plan.make, server_plan.brk):
+            for key, value in write.upserts.items():
+                assert state.get(key) != value, f"{key} rewritten with its own value"
+            state = apply_write(state, write)
+        assert read_aliases(state).slots != read_aliases(server_plan.server.metadata).slots
+
+
+@given(scenarios(quota="any"))
+def test_servers_with_nothing_to_do_get_no_plan(scenario: Scenario) -> None:
+    planned = {p.server.server_id for p in scenario.plan().servers}
+    for server in scenario.servers:
+        involved = any(server.server_id in wanted for wanted in scenario.wanted.values()) or any(
+            t.label in scenario.wanted for _, _, t in read_aliases(server.metadata).editable_tokens()
+        )
+        if not involved:
+            assert server.server_id not in planned
+    assert len(planned) == len(scenario.plan().servers), "one ServerPlan per server at most"
+
+
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_the_plan_does_not_depend_on_the_order_servers_are_listed(
+    scenario: Scenario, rnd: random.Random
+) -> None:
+    shuffled = list(scenario.servers)
+    rnd.shuffle(shuffled)
+
+    def summary(plan: Plan) -> tuple[object, ...]:
+        return (
+            sorted((p.server.server_id, p.make, p.brk, p.added, p.removed) for p in plan.servers),
+            sorted((r.label, r.server.server_id, r.reason) for r in plan.refusals),
+        )
+
+    assert summary(scenario.plan(shuffled)) == summary(scenario.plan())
+
+
+# -- indices ----------------------------------------------------------------------------------
+
+
+@given(scenarios(clean_frozen=True))
+def test_indices_are_unique_per_label_across_all_servers_after_applying(scenario: Scenario) -> None:
+    after = apply_plan(scenario.servers, scenario.plan())
+    for label in scenario.wanted:
+        holders: Counter[int] = Counter()
+        for indices in indices_by_server(after, label).values():
+            holders.update(indices)
+        assert all(count == 1 for count in holders.values()), (label, holders)
+
+
+@given(scenarios())
+def test_an_index_still_shared_after_applying_is_one_we_may_not_edit(scenario: Scenario) -> None:
+    """Hand edits can leave duplicates in frozen forms; only those may survive a plan."""
+    after = apply_plan(scenario.servers, scenario.plan())
+    for label in scenario.wanted:
+        slot_indices: Counter[int] = Counter()
+        for server in after:
+            slot_indices.update(
+                {t.index for _, _, t in read_aliases(server.metadata).editable_tokens() if t.label == label}
+            )
+        assert all(count == 1 for count in slot_indices.values()), (label, slot_indices)
+
+
+@given(scenarios())
+def test_new_tokens_take_the_smallest_free_indices_at_or_above_the_floor(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    for label in scenario.wanted:
+        held_before = {n for ns in indices_by_server(scenario.servers, label).values() for n in ns}
+        added = sorted(t.index for p in plan.servers for t in p.added if t.label == label)
+        assert added == smallest_free(held_before, scenario.floor, len(added))
+
+
+@given(scenarios())
+def test_a_carrier_whose_token_is_its_own_keeps_that_exact_text_in_place(scenario: Scenario) -> None:
+    after = by_id(apply_plan(scenario.servers, scenario.plan()))
+    for label, wanted in scenario.wanted.items():
+        indices = indices_by_server(scenario.servers, label)
+        for server in scenario.servers:
+            mine = indices[server.server_id]
+            if server.server_id not in wanted or len(mine) != 1 or len(editable_texts(server, label)) != 1:
+                continue
+            (index,) = mine
+            if any(index in others for sid, others in indices.items() if sid != server.server_id):
+                continue
+            (text,) = editable_texts(server, label)
+            number = next(n for n, tokens in slot_texts(server).items() if text in tokens)
+            assert text in slot_texts(after[server.server_id]).get(number, ()), (label, text)
+
+
+def converged(scenario: Scenario) -> list[ServerState]:
+    fleet = apply_plan(scenario.servers, scenario.plan())
+    assert scenario.plan(fleet).servers == ()
+    return fleet
+
+
+@given(scenarios(clean_frozen=True), st.data())
+def test_adding_a_server_to_a_label_writes_only_to_that_server(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    fleet = converged(scenario)
+    choices = [
+        (label, s.server_id)
+        for label in scenario.wanted
+        for s in fleet
+        if s.server_id not in scenario.wanted[label]
+    ]
+    if not choices:
+        return
+    label, joining = data.draw(st.sampled_from(choices))
+    grown = Scenario(
+        fleet,
+        {**scenario.wanted, label: scenario.wanted[label] | {joining}},
+        scenario.floor,
+        scenario.max_length,
+        scenario.quota,
+    )
+    plan = grown.plan()
+    assert {p.server.server_id for p in plan.servers} <= {joining}
+    for server_plan in plan.servers:
+        held = {n for ns in indices_by_server(fleet, label).values() for n in ns}
+        assert server_plan.added == (LoadToken(label, smallest_free(held, scenario.floor, 1)[0]),)
+        assert server_plan.brk.upserts == {} and server_plan.brk.deletes == ()
+
+
+@given(scenarios(clean_frozen=True), st.data())
+def test_removing_a_server_from_a_label_writes_only_to_that_server(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    fleet = converged(scenario)
+    choices = [
+        (label, sid)
+        for label, wanted in scenario.wanted.items()
+        for sid in sorted(wanted & visible_ids(scenario))
+    ]
+    if not choices:
+        return
+    label, leaving = data.draw(st.sampled_from(choices))
+    shrunk = Scenario(
+        fleet,
+        {**scenario.wanted, label: scenario.wanted[label] - {leaving}},
+        scenario.floor,
+        scenario.max_length,
+        scenario.quota,
+    )
+    plan = shrunk.plan()
+    assert {p.server.server_id for p in plan.servers} <= {leaving}
+    for server_plan in plan.servers:
+        assert server_plan.make.upserts == {} and server_plan.make.deletes == ()
+        assert {t.label for t in server_plan.removed} == {label}
+
+
+# -- quota -------------------------------------------------------------------------------------
+
+
+@given(scenarios(quota="tight"))
+def test_a_make_write_never_takes_a_server_over_its_quota(scenario: Scenario) -> None:
+    for server_plan in scenario.plan().servers:
+        if server_plan.make:
+            assert len(apply_write(server_plan.server.metadata, server_plan.make)) <= scenario.quota
+
+
+@given(scenarios(quota="tight"))
+def test_a_label_refused_anywhere_loses_no_token_anywhere(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    refused = {label for label, _ in addition_refusals(plan)}
+    after = by_id(apply_plan(scenario.servers, plan))
+    for server in scenario.servers:
+        for label in refused:
+            assert Counter(editable_texts(after[server.server_id], label)) >= Counter(
+                editable_texts(server, label)
+            )
+
+
+@given(scenarios(quota="tight"))
+def test_a_refused_server_is_never_written_an_addition(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    refused_servers = {server_id for _, server_id in addition_refusals(plan)}
+    for server_plan in plan.servers:
+        if server_plan.server.server_id in refused_servers:
+            assert not server_plan.make
+            assert server_plan.added == ()
+
+
+@given(scenarios(quota="tight"))
+def test_quota_refusals_are_only_for_servers_that_would_exceed_it(scenario: Scenario) -> None:
+    generous = Scenario(
+        scenario.servers, scenario.wanted, scenario.floor, scenario.max_length, GENEROUS_QUOTA
+    )
+    unconstrained = {p.server.server_id: p for p in generous.plan().servers}
+    for _, server_id in addition_refusals(scenario.plan()):
+        server_plan = unconstrained[server_id]
+        assert len(apply_write(server_plan.server.metadata, server_plan.make)) > scenario.quota
+
+
+@given(scenarios(quota="tight"))
+def test_planning_converges_within_two_rounds_even_under_quota(scenario: Scenario) -> None:
+    """Break writes free keys, so a refused addition may fit one round later; after that, nothing."""
+    fleet = list(scenario.servers)
+    for _ in range(3):
+        plan = scenario.plan(fleet)
+        if not plan.servers:
+            return
+        fleet = apply_plan(fleet, plan)
+    raise AssertionError(f"still planning after 3 rounds: {plan}")
+
+
+@given(scenarios(quota="any"))
+def test_load_tokens_change_only_by_what_the_plan_reports(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    after = by_id(apply_plan(scenario.servers, plan))
+    reported = {p.server.server_id: p for p in plan.servers}
+    for server in scenario.servers:
+        before_tokens, after_tokens = all_tokens(server), all_tokens(after[server.server_id])
+        server_plan = reported.get(server.server_id)
+        added = set(server_plan.added) if server_plan else set()
+        removed = set(server_plan.removed) if server_plan else set()
+        assert set(after_tokens - before_tokens) == added
+        assert set(before_tokens - after_tokens) <= removed

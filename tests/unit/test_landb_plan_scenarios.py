@@ -1,0 +1,199 @@
+"""The planner on named scenarios an operator would recognise (landb/plan.py).
+
+Each expected write follows from the rules in the module docstrings, worked out by hand; the
+properties in tests/property check the same rules on generated fleets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from landb_webhook.landb.plan import MetadataWrite, Plan, ServerState, carriers, plan_changes
+
+PROJECT_KEYS = {"landb-mainuser": "ingress-admins", "landb-responsible": "jdoe", "cern-services": "web"}
+
+
+def server(server_id: str, name: str, **metadata: str) -> ServerState:
+    """A server whose keyword arguments are metadata keys (``landb_alias2`` -> ``landb-alias2``)."""
+    keys = {key.replace("_", "-"): value for key, value in metadata.items()}
+    return ServerState(server_id, name, name, {**PROJECT_KEYS, **keys})
+
+
+def apply(
+    servers: list[ServerState], plan: Plan, phases: tuple[str, ...] = ("make", "brk")
+) -> list[ServerState]:
+    """Every make write, then every break write, with Nova's merge POST and DELETE semantics."""
+    state = {s.server_id: dict(s.metadata) for s in servers}
+    for phase in phases:
+        for server_plan in plan.servers:
+            write: MetadataWrite = getattr(server_plan, phase)
+            metadata = state[server_plan.server.server_id]
+            metadata.update(write.upserts)
+            for key in write.deletes:
+                del metadata[key]
+    return [ServerState(s.server_id, s.server_name, s.node_name, state[s.server_id]) for s in servers]
+
+
+def writes(
+    plan: Plan,
+) -> dict[str, tuple[Mapping[str, str], tuple[str, ...], Mapping[str, str], tuple[str, ...]]]:
+    """server id -> (make upserts, make deletes, break upserts, break deletes)."""
+    return {
+        p.server.server_id: (dict(p.make.upserts), p.make.deletes, dict(p.brk.upserts), p.brk.deletes)
+        for p in plan.servers
+    }
+
+
+def test_new_ingress_node_gets_smallest_free_index_and_nothing_else_changes() -> None:
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-"),
+        server("b", "node-2", landb_alias="app--load-1-"),
+        server("c", "node-3"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b", "c"})})
+    assert writes(plan) == {"c": ({"landb-alias": "app--load-2-"}, (), {}, ())}
+    assert plan.refusals == ()
+
+
+def test_new_node_fills_the_gap_left_by_a_removed_one() -> None:
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-"),
+        server("c", "node-3", landb_alias="app--load-2-"),
+        server("d", "node-4"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "c", "d"})})
+    assert writes(plan) == {"d": ({"landb-alias": "app--load-1-"}, (), {}, ())}
+
+
+def test_node_losing_label_loses_aliases_others_untouched() -> None:
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-,web--load-0-"),
+        server("b", "node-2", landb_alias="app--load-1-", landb_alias2="web--load-1-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a"}), "web": frozenset({"a", "b"})})
+    assert writes(plan) == {"b": ({}, (), {}, ("landb-alias",))}
+    after = apply(fleet, plan)
+    assert after[1].metadata == {**PROJECT_KEYS, "landb-alias2": "web--load-1-"}
+
+
+def test_withdrawing_a_label_keeps_plain_aliases_and_other_labels_in_place() -> None:
+    fleet = [server("a", "node-1", landb_alias="legacy-cname,app--load-0-,web--load-3-")]
+    plan = plan_changes(fleet, {"app": frozenset()})
+    assert writes(plan) == {"a": ({}, (), {"landb-alias": "legacy-cname,web--load-3-"}, ())}
+
+
+def test_hand_set_duplicate_index_is_repaired_make_before_break() -> None:
+    # Someone copied node-1's alias onto node-2 by hand: both publish app--load-0-.
+    fleet = [
+        server("b", "node-2", landb_alias="app--load-0-"),
+        server("a", "node-1", landb_alias="app--load-0-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"})})
+    # node-1 comes first in name order and keeps 0; node-2 takes 1 before it gives 0 up.
+    assert writes(plan) == {
+        "b": ({"landb-alias": "app--load-0-,app--load-1-"}, (), {"landb-alias": "app--load-1-"}, ())
+    }
+    assert carriers(apply(fleet, plan, phases=("make",)))["app"] == {"a", "b"}
+    assert carriers(apply(fleet, plan))["app"] == {"a", "b"}
+
+
+def test_a_shared_index_goes_to_the_first_server_by_name_then_by_id() -> None:
+    fleet = [
+        server("id-9", "node-a", landb_alias="app--load-0-"),
+        server("id-1", "node-b", landb_alias="app--load-0-"),
+        server("id-5", "node-a", landb_alias="app--load-0-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"id-9", "id-1", "id-5"})})
+    added = {p.server.server_id: [t.render() for t in p.added] for p in plan.servers}
+    assert added == {"id-9": ["app--load-1-"], "id-1": ["app--load-2-"]}
+
+
+def test_moving_an_alias_to_another_node_adds_before_it_removes() -> None:
+    fleet = [server("a", "node-1", landb_alias="app--load-0-"), server("b", "node-2")]
+    plan = plan_changes(fleet, {"app": frozenset({"b"})})
+    # 0 is still held by node-1 while the move is in flight, so node-2 must not take it.
+    assert writes(plan) == {
+        "a": ({}, (), {}, ("landb-alias",)),
+        "b": ({"landb-alias": "app--load-1-"}, (), {}, ()),
+    }
+
+
+def test_per_interface_value_is_never_rewritten() -> None:
+    per_interface = "host.cern.ch:legacy--load-0-,legacy;host-eth1.cern.ch:other--load-2-"
+    fleet = [server("a", "node-1", landb_alias=per_interface)]
+    plan = plan_changes(fleet, {"app": frozenset({"a"}), "legacy": frozenset({"a"})})
+    # landb-alias is taken by a form we never edit, so the new token opens landb-alias2.
+    assert writes(plan) == {"a": ({"landb-alias2": "app--load-0-"}, (), {}, ())}
+    after = apply(fleet, plan)
+    assert after[0].metadata["landb-alias"] == per_interface
+    assert carriers(after) == {"legacy": {"a"}, "other": {"a"}, "app": {"a"}}
+
+
+def test_alias_in_a_frozen_key_of_an_unwanted_server_is_refused_and_left_alone() -> None:
+    fleet = [
+        server("a", "node-1", landb_alias1="app--load-0-"),
+        server("b", "node-2", landb_alias="app--load-1-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"b"})})
+    assert plan.servers == ()
+    assert [(r.label, r.server.server_id) for r in plan.refusals] == [("app", "a")]
+    assert "never edit" in plan.refusals[0].reason
+
+
+def test_odd_case_token_is_kept_verbatim() -> None:
+    fleet = [server("a", "node-1", landb_alias="App--LOAD-3-"), server("b", "node-2")]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"})})
+    assert writes(plan) == {"b": ({"landb-alias": "app--load-0-"}, (), {}, ())}
+
+
+def test_floor_applies_to_new_tokens_only() -> None:
+    fleet = [server("a", "node-1", landb_alias="app--load-0-"), server("b", "node-2")]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"})}, floor=10)
+    assert writes(plan) == {"b": ({"landb-alias": "app--load-10-"}, (), {}, ())}
+
+
+def test_full_value_spills_into_the_next_key() -> None:
+    fleet = [server("a", "node-1", landb_alias="web--load-0-,db--load-0-")]
+    plan = plan_changes(fleet, {"app": frozenset({"a"})}, max_length=25)
+    assert writes(plan) == {"a": ({"landb-alias2": "app--load-0-"}, (), {}, ())}
+
+
+def test_a_new_key_over_quota_is_refused_and_the_old_carrier_keeps_the_alias() -> None:
+    full = {f"user-{i}": "x" for i in range(3)}
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-"),
+        ServerState("b", "node-2", "node-2", {**full, "landb-alias": "web--load-0-"}),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"b"})}, max_length=20, quota=4)
+    assert plan.servers == ()
+    assert [(r.label, r.server.server_id) for r in plan.refusals] == [("app", "b")]
+    assert "quota is 4" in plan.refusals[0].reason
+
+
+def test_a_token_longer_than_a_value_is_refused() -> None:
+    fleet = [server("a", "node-1")]
+    plan = plan_changes(fleet, {"app": frozenset({"a"})}, max_length=10)
+    assert plan.servers == ()
+    assert [(r.label, r.server.server_id) for r in plan.refusals] == [("app", "a")]
+
+
+def test_converged_cluster_plans_nothing() -> None:
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-,web--load-4-"),
+        server("b", "node-2", landb_alias="App--Load-7-", landb_alias2="web--load-1-"),
+    ]
+    assert plan_changes(fleet, {"app": frozenset({"a", "b"}), "web": frozenset({"a", "b"})}) == Plan()
+
+
+def test_foreign_keys_are_never_written_even_when_they_look_like_aliases() -> None:
+    fleet = [
+        ServerState("a", "node-1", "node-1", {"Landb-Alias": "app--load-0-", "owner": "app--load-1-"}),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset()})
+    assert plan == Plan()
+
+
+def test_two_spellings_of_the_kept_token_collapse_to_the_first_one() -> None:
+    fleet = [server("a", "node-1", landb_alias="App--Load-0-", landb_alias2="app--load-0-,web--load-0-")]
+    plan = plan_changes(fleet, {"app": frozenset({"a"})})
+    assert writes(plan) == {"a": ({}, (), {"landb-alias2": "web--load-0-"}, ())}
