@@ -336,3 +336,16 @@ def test_unrepresentable_endpoints_are_dropped_and_ownership_records_pass_throug
     dropped = cluster.metrics.dropped_endpoints_total
     kinds = ("other_zone", "multi_label", "wildcard", "invalid_characters", "too_long", "record_type")
     assert {kind: dropped.labels(reason=kind)._value.get() for kind in kinds} == dict.fromkeys(kinds, 1.0)
+
+
+def test_no_ingress_node_left_is_refused_rather_than_unpublishing_everything(make_cluster: Any) -> None:
+    """A selector that suddenly matches nothing must not take every name off the air."""
+    cluster = make_cluster(ingress_nodes=2)
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    before = {n: cluster.aliases(n) for n in cluster.nodes[:2]}
+    for node in cluster.nodes[:2]:
+        cluster.relabel(node, False)
+    with pytest.raises(ApplyError, match="no ingress node"):
+        cluster.loop()
+    assert {n: cluster.aliases(n) for n in cluster.nodes[:2]} == before

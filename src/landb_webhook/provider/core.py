@@ -152,6 +152,17 @@ class LandbProvider:
         refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
 
         ingress = inventory.ingress_server_ids()
+        if publish and not ingress:
+            # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
+            # to take every name off the air: refuse, loudly, rather than remove every alias.
+            log.error(
+                "no node matches the ingress selector: aliases are left where they are",
+                aliases=sorted(publish),
+                nodes_seen=len(inventory.nodes),
+            )
+            self._metrics.refused_changes_total.labels(reason="no_ingress_nodes").inc()
+            refused += [f"{label}: no ingress node to carry it" for label in sorted(publish)]
+            publish = set()
         wanted = {label: ingress for label in publish} | {label: frozenset() for label in withdraw}
         plan = plan_changes(
             inventory.server_states(),
