@@ -1,6 +1,6 @@
 """The provider wired by the composition root to the real clients, against the simulator over HTTP.
 
-Each test names the design.md invariant it guards. Desired state goes through the same
+Each test names the invariant (docs/architecture.md) it guards. Desired state goes through the same
 Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (tests/support/external_dns.py).
 """
 

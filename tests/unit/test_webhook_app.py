@@ -1,7 +1,7 @@
 """The HTTP contract external-dns enforces, checked on the wire against a real uvicorn on 127.0.0.1.
 
 Mirrors external-dns' provider/webhook/api/httpapi_test.go and provider/webhook/webhook_test.go, with
-the status codes docs/webhook-contract.md requires (503, never 500; 400 only for a bad body).
+the status codes docs/reference.md describes (503, never 500; 400 only for a bad body).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Nova servers and their metadata, through openstacksdk: the only writer of ``landb-alias*`` keys.
 
-Design choices, each forced by a Nova or external-dns fact (see docs/landb-nova-facts.md):
+Design choices, each forced by a Nova or external-dns fact (see docs/reference.md):
 
 - The connection is made on first use, never at construction: external-dns' negotiation (``GET /``)
   must be answered without any remote call.

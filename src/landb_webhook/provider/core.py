@@ -1,6 +1,6 @@
 """The provider: Records, AdjustEndpoints and ApplyChanges over the ports and the landb domain core.
 
-One ApplyChanges, in order (design.md "Ownership" and invariant 3):
+One ApplyChanges, in order (docs/architecture.md, invariants 3 and 4):
 1. read a fresh inventory and the ownership records;
 2. turn the change set into "alias -> servers that must carry it", for the aliases it names only;
 3. refuse what we do not own (registry ``txt``: no TXT claim) and what cannot be an alias;

@@ -1,7 +1,7 @@
 """The two ASGI apps: the webhook API external-dns calls, and health/metrics for the kubelet and Prometheus.
 
 This layer only decodes, calls the provider, encodes and maps failures to status codes. What it
-guarantees, because external-dns exits on anything else (see docs/webhook-contract.md):
+guarantees, because external-dns exits on anything else (see docs/reference.md):
 
 * every JSON reply carries exactly ``application/external.dns.webhook+json;version=1``;
 * 200 for GET /records and POST /adjustendpoints, 204 with an empty body for POST /records;
