@@ -6,13 +6,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from landb_webhook.adapters import (
-    ConfigMapOwnershipStore,
-    InMemoryOwnershipStore,
-    KubernetesNodeSource,
-    OpenStackServerStore,
-    api_client_for,
-)
+from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
+from landb_webhook.adapters.memory import InMemoryOwnershipStore
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore
@@ -53,6 +51,8 @@ def provider_options(settings: Settings) -> ProviderOptions:
 def build_provider(settings: Settings, metrics: Metrics) -> tuple[LandbProvider, Resources]:
     """Wire the adapters. Makes no remote call: the node watch starts in the background and
     OpenStack authenticates on first use, so negotiation is answered at once."""
+    if settings.os_cloud_conf is not None:
+        cloudconf.connection_options(settings.os_cloud_conf)  # a broken file stops start-up, not Records
     api_client = api_client_for(settings.kubeconfig)
     nodes = KubernetesNodeSource.from_settings(settings, api_client)
     servers = OpenStackServerStore.from_settings(settings)

@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     os_cloud: str | None = Field(
         None, description="Cloud name in clouds.yaml; unset means the OS_CLOUD / OS_* environment."
     )
+    os_cloud_conf: Path | None = Field(
+        None,
+        description="A CERN cluster's cloud.conf file ([Global] section) to take the OpenStack "
+        "credentials from, instead of clouds.yaml.",
+    )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."
     )

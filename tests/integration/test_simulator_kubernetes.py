@@ -62,6 +62,8 @@ def test_label_selectors_select_like_the_api_server(
     ingress, worker = cluster[:3], cluster[3:]
     simulator.state.label_node(cluster[0], "tier", "gold")
     simulator.state.label_node(cluster[3], "tier", "silver")
+    for rank, name in enumerate(cluster):
+        simulator.state.label_node(name, "rank", str(rank * 5))  # 0, 5, 10, 15: "10" < "5" as text
     expectations = {
         "": cluster,
         "role=ingress": ingress,
@@ -73,18 +75,58 @@ def test_label_selectors_select_like_the_api_server(
         "tier notin (gold)": cluster[1:],
         "role=ingress,tier=gold": [cluster[0]],
         "role=ingress,!tier": cluster[1:3],
+        "rank>5": cluster[2:],
+        "rank<10,role=ingress": cluster[:2],
+        "tier>1": [],  # "gold" and "silver" are not integers
     }
     for selector, expected in expectations.items():
         assert names(core.list_node(label_selector=selector).items) == expected, selector
 
 
+@pytest.mark.parametrize(
+    "selectors",
+    [
+        {"label_selector": "role in ingress"},
+        {"label_selector": "rank>high"},
+        {"field_selector": "metadata.name"},  # no operator
+        {"field_selector": "status.phase=Running"},  # a field nodes cannot be selected by
+    ],
+)
 def test_an_unparsable_selector_is_400(
-    simulator: Simulator, cluster: list[str], core: client.CoreV1Api
+    simulator: Simulator, cluster: list[str], core: client.CoreV1Api, selectors: dict[str, str]
 ) -> None:
     with pytest.raises(ApiException) as raised:
-        core.list_node(label_selector="role in ingress")
+        core.list_node(**selectors)
     assert raised.value.status == 400
     assert status_of(raised.value)["reason"] == "BadRequest"
+
+
+def test_field_selectors_select_like_the_api_server(
+    simulator: Simulator, cluster: list[str], core: client.CoreV1Api
+) -> None:
+    core.patch_node(cluster[1], {"spec": {"unschedulable": True}})
+    expectations = {
+        f"metadata.name={cluster[2]}": [cluster[2]],
+        f"metadata.name!={cluster[2]}": [cluster[0], cluster[1], cluster[3]],
+        "spec.unschedulable=true": [cluster[1]],
+        "spec.unschedulable==false": [cluster[0], *cluster[2:]],
+        f"spec.unschedulable=false,metadata.name!={cluster[0]}": cluster[2:],
+    }
+    for selector, expected in expectations.items():
+        assert names(core.list_node(field_selector=selector).items) == expected, selector
+    both = core.list_node(label_selector="role=ingress", field_selector="spec.unschedulable=false")
+    assert names(both.items) == [cluster[0], cluster[2]]
+
+
+@pytest.mark.parametrize("labels", [{"n" * 64: "x"}, {"a..b/role": "x"}, {"role": "-x"}, {"role": "v" * 64}])
+def test_a_node_with_an_invalid_label_is_refused(
+    simulator: Simulator, core: client.CoreV1Api, labels: dict[str, str]
+) -> None:
+    body = client.V1Node(metadata=client.V1ObjectMeta(name="bad-labels", labels=labels))
+    with pytest.raises(ApiException) as raised:
+        core.create_node(body)
+    assert (raised.value.status, status_of(raised.value)["reason"]) == (422, "Invalid")
+    assert simulator.state.node("bad-labels") is None
 
 
 def test_read_node_shows_provider_id_and_addresses(

@@ -1,4 +1,4 @@
-"""The simulated Nova, through openstacksdk and raw HTTP: the contracts of landb-nova-facts.md."""
+"""The simulated Nova, through openstacksdk and raw HTTP: the Nova contracts in docs/reference.md."""
 
 from __future__ import annotations
 

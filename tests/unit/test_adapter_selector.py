@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from landb_webhook.adapters.selector import InvalidSelector, LabelSelector
+from landb_webhook.adapters.selector import (
+    InvalidSelector,
+    LabelSelector,
+    is_valid_label_key,
+    is_valid_label_value,
+)
 
 INGRESS = {"role": "ingress", "kubernetes.io/os": "linux"}
 WORKER = {"role": "worker", "kubernetes.io/os": "linux"}
@@ -39,6 +44,19 @@ UNLABELLED: dict[str, str] = {}
         ("role=", INGRESS, False),
         ("", UNLABELLED, True),  # the empty selector selects everything
         ("  ", INGRESS, True),
+        # < and > compare integers; an absent or non-integer label never matches either way
+        ("rank>1", {"rank": "2"}, True),
+        ("rank>1", {"rank": "1"}, False),
+        ("rank > 1", {"rank": "10"}, True),  # numerically, not as text ("10" < "2")
+        ("rank<2", {"rank": "10"}, False),
+        ("rank<0", {"rank": "-3"}, True),
+        ("rank>-5", {"rank": "-3"}, True),
+        ("rank<8", {"rank": "007"}, True),  # "007" is 7, as Go's ParseInt reads it
+        ("rank>1", UNLABELLED, False),
+        ("rank<1", UNLABELLED, False),
+        ("rank>1", {"rank": "high"}, False),
+        ("rank<1", {"rank": "high"}, False),
+        ("role=ingress,rank>1", {"role": "ingress", "rank": "3"}, True),
     ],
 )
 def test_selector_semantics_follow_kubernetes(selector: str, labels: dict[str, str], expected: bool) -> None:
@@ -61,7 +79,11 @@ def test_selector_semantics_follow_kubernetes(selector: str, labels: dict[str, s
         "x" * 64 + "=y",  # a name longer than 63 characters
         "role=" + "v" * 64,
         "Bad_Prefix/role=ingress",
-        "role>1",
+        "role>one",  # < and > take an integer
+        "role<",
+        "role>=1",  # there is no >= in the grammar
+        "role>1>2",
+        "ro le>1",
         "role=ingress;os=linux",
     ],
 )
@@ -73,3 +95,44 @@ def test_malformed_selectors_are_refused_with_the_selector_in_the_message(select
 def test_prefixed_keys_and_63_character_names_are_valid() -> None:
     key = "example.cern.ch/" + "n" * 63
     assert LabelSelector.parse(f"{key}=yes").matches({key: "yes"})
+
+
+@pytest.mark.parametrize(
+    ("key", "valid"),
+    [
+        ("role", True),
+        ("node.kubernetes.io/exclude", True),
+        ("Role_1.x-y", True),
+        ("n" * 63, True),
+        ("n" * 64, False),
+        ("p" * 253 + "/role", True),
+        ("p" * 254 + "/role", False),
+        ("a..b/role", False),  # the prefix is a DNS subdomain: no empty label
+        ("Upper.case/role", False),
+        ("/role", False),
+        ("role/", False),
+        ("-role", False),
+        ("role\n", False),
+        ("", False),
+    ],
+)
+def test_label_key_rules(key: str, valid: bool) -> None:
+    assert is_valid_label_key(key) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("", True),
+        ("ingress", True),
+        ("v1.2_rc-3", True),
+        ("v" * 63, True),
+        ("v" * 64, False),
+        ("-ingress", False),
+        ("ingress.", False),
+        ("in gress", False),
+        ("ingress\n", False),
+    ],
+)
+def test_label_value_rules(value: str, valid: bool) -> None:
+    assert is_valid_label_value(value) is valid

@@ -41,6 +41,7 @@ import structlog
 from keystoneauth1 import exceptions as ksa_exceptions
 from openstack.compute.v2.server import Server as SdkServer
 
+from landb_webhook.adapters import cloudconf
 from landb_webhook.config import Settings
 from landb_webhook.ports import Node, Server, UpstreamError
 
@@ -72,6 +73,7 @@ class OpenStackServerStore:
         *,
         timeout: float = 5.0,
         clouds_yaml: Path | None = None,
+        cloud_conf: Path | None = None,
         max_retries: int = 2,
         retry_backoff: float = 0.2,
         max_name_filter_length: int = 2048,
@@ -79,13 +81,15 @@ class OpenStackServerStore:
     ) -> None:
         """``cloud`` names an entry of clouds.yaml; None means the OS_CLOUD / OS_* environment.
 
-        ``clouds_yaml`` reads that file instead of the standard clouds.yaml locations (demo and tests).
+        ``clouds_yaml`` reads that file instead of the standard clouds.yaml locations (demo and tests);
+        ``cloud_conf`` takes the credentials from a CERN cluster's cloud.conf instead (adapters.cloudconf).
         ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
         that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
         """
         self._cloud = cloud
         self._timeout = timeout
         self._clouds_yaml = clouds_yaml
+        self._cloud_conf = cloud_conf
         self._max_retries = max_retries
         self._retry_backoff = retry_backoff
         self._max_name_filter_length = max_name_filter_length
@@ -97,7 +101,12 @@ class OpenStackServerStore:
 
     @classmethod
     def from_settings(cls, settings: Settings, clouds_yaml: Path | None = None) -> OpenStackServerStore:
-        return cls(settings.os_cloud, timeout=settings.upstream_timeout, clouds_yaml=clouds_yaml)
+        return cls(
+            settings.os_cloud,
+            timeout=settings.upstream_timeout,
+            clouds_yaml=clouds_yaml,
+            cloud_conf=settings.os_cloud_conf,
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -216,7 +225,12 @@ class OpenStackServerStore:
     def _connection(self) -> openstack.connection.Connection:
         with self._lock:
             if self._conn is None:
-                if self._clouds_yaml is not None:
+                if self._cloud_conf is not None:
+                    options = cloudconf.connection_options(self._cloud_conf)
+                    self._conn = openstack.connect(
+                        load_yaml_config=False, load_envvars=False, api_timeout=self._timeout, **options
+                    )
+                elif self._clouds_yaml is not None:
                     loader = openstack.config.OpenStackConfig(
                         config_files=[str(self._clouds_yaml)], load_envvars=False
                     )

@@ -2,8 +2,9 @@
 
 The node cache holds every node of the cluster (the provider also needs the non-ingress ones), so the
 ingress selector cannot be handed to the API server; this is the same grammar ``kubectl -l`` accepts:
-``k=v`` / ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, joined by commas (AND).
-The empty selector matches every node, as in Kubernetes.
+``k=v`` / ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, ``k<n``, ``k>n``, joined
+by commas (AND). The empty selector matches every node, as in Kubernetes. The simulator's API server
+parses ``labelSelector`` with this same code, so the two can never disagree.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class Operator(Enum):
     NOT_IN = "notin"
     EXISTS = "exists"
     DOES_NOT_EXIST = "!"
+    LESS_THAN = "<"
+    GREATER_THAN = ">"
 
 
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -32,9 +35,11 @@ _PREFIX = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)
 _KEY = re.compile(rf"(?:{_PREFIX}/)?{_NAME}")
 _VALUE = re.compile(rf"(?:{_NAME})?")
 _MAX_PREFIX_LENGTH = 253
+_INTEGER = re.compile(r"-?[0-9]+")
 
 _SET_FORM = re.compile(r"(?P<key>\S+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)")
 _EQUALITY_FORM = re.compile(r"(?P<key>[^=!\s]+)\s*(?P<op>==|=|!=)\s*(?P<value>\S*)")
+_COMPARISON_FORM = re.compile(r"(?P<key>[^=!<>\s]+)\s*(?P<op>[<>])\s*(?P<value>\S*)")
 _EXISTS_FORM = re.compile(r"(?P<negated>!?)\s*(?P<key>[^=!\s()]+)")
 
 
@@ -55,11 +60,19 @@ class Requirement:
                 return present and labels[self.key] in self.values
             case Operator.NOT_EQUALS | Operator.NOT_IN:
                 return not present or labels[self.key] not in self.values
+            case Operator.LESS_THAN | Operator.GREATER_THAN:
+                # Kubernetes compares as integers; a label that is not one never matches.
+                if not present or not _INTEGER.fullmatch(labels[self.key]):
+                    return False
+                (bound,) = self.values
+                value = int(labels[self.key])
+                return value < int(bound) if self.operator is Operator.LESS_THAN else value > int(bound)
 
 
 @dataclass(frozen=True)
 class LabelSelector:
-    requirements: tuple[Requirement, ...]
+    requirements: tuple[Requirement, ...] = ()
+    """All must hold; none (the empty selector) selects everything."""
 
     @classmethod
     def parse(cls, text: str) -> LabelSelector:
@@ -114,20 +127,35 @@ def _parse_requirement(part: str, selector: str) -> Requirement:
             operator,
             frozenset({_checked_value(found["value"], selector)}),
         )
+    if found := _COMPARISON_FORM.fullmatch(part):
+        if not _INTEGER.fullmatch(found["value"]):
+            raise InvalidSelector(f"label selector {selector!r}: {found['value']!r} is not an integer")
+        operator = Operator.LESS_THAN if found["op"] == "<" else Operator.GREATER_THAN
+        return Requirement(_checked_key(found["key"], selector), operator, frozenset({found["value"]}))
     if found := _EXISTS_FORM.fullmatch(part):
         operator = Operator.DOES_NOT_EXIST if found["negated"] else Operator.EXISTS
         return Requirement(_checked_key(found["key"], selector), operator)
     raise InvalidSelector(f"label selector {selector!r}: cannot parse {part!r}")
 
 
-def _checked_key(key: str, selector: str) -> str:
+def is_valid_label_key(key: str) -> bool:
+    """An optional DNS-subdomain prefix (at most 253 characters) and ``/``, then a name of at most 63."""
     prefix, _, _ = key.rpartition("/")
-    if not _KEY.fullmatch(key) or len(prefix) > _MAX_PREFIX_LENGTH:
+    return bool(_KEY.fullmatch(key)) and len(prefix) <= _MAX_PREFIX_LENGTH
+
+
+def is_valid_label_value(value: str) -> bool:
+    """Empty, or at most 63 alphanumerics, ``-``, ``_`` and ``.``, beginning and ending alphanumeric."""
+    return bool(_VALUE.fullmatch(value))
+
+
+def _checked_key(key: str, selector: str) -> str:
+    if not is_valid_label_key(key):
         raise InvalidSelector(f"label selector {selector!r}: {key!r} is not a valid label key")
     return key
 
 
 def _checked_value(value: str, selector: str) -> str:
-    if not _VALUE.fullmatch(value):
+    if not is_valid_label_value(value):
         raise InvalidSelector(f"label selector {selector!r}: {value!r} is not a valid label value")
     return value

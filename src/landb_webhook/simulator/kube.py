@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from landb_webhook.adapters.selector import InvalidSelector, LabelSelector
 from landb_webhook.simulator.kube_store import (
     CONFIGMAPS,
     KINDS,
@@ -34,13 +35,7 @@ from landb_webhook.simulator.kube_store import (
 )
 from landb_webhook.simulator.lifecycle import CLOSED, Lifecycle
 from landb_webhook.simulator.manifests import KUBELET_VERSION
-from landb_webhook.simulator.selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-)
+from landb_webhook.simulator.selectors import FieldSelector, InvalidFieldSelector, parse_field_selector
 from landb_webhook.simulator.state import SimulatorState
 
 DEFAULT_WATCH_SECONDS = 1800
@@ -364,7 +359,7 @@ class KubeApi:
                 return await handler(request)
             except KubeError as error:
                 return _from_error(error)
-            except SelectorError as error:
+            except (InvalidSelector, InvalidFieldSelector) as error:
                 return kube_error(400, "BadRequest", str(error))
 
         return wrapped
@@ -412,7 +407,7 @@ class KubeApi:
 
     async def collection(self, request: Request, resource: str) -> Response:
         namespace = request.path_params.get("namespace")
-        labels = parse_label_selector(request.query_params.get("labelSelector"))
+        labels = LabelSelector.parse(request.query_params.get("labelSelector", ""))
         fields = parse_field_selector(resource, request.query_params.get("fieldSelector"))
         if _is_true(request.query_params.get("watch")):
             return self.watch(request, resource, namespace, labels, fields)

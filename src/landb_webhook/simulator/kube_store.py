@@ -20,12 +20,8 @@ from typing import Any
 
 import jsonpatch
 
-from landb_webhook.simulator.selectors import (
-    LABEL_KEY_RE,
-    LABEL_VALUE_RE,
-    FieldSelector,
-    LabelSelector,
-)
+from landb_webhook.adapters.selector import LabelSelector, is_valid_label_key, is_valid_label_value
+from landb_webhook.simulator.selectors import FieldSelector
 
 NODES = "nodes"
 CONFIGMAPS = "configmaps"
@@ -78,7 +74,9 @@ class WatchEvent:
         """The event a watcher with these selectors sees, or None if it sees nothing."""
 
         def selected(obj: Obj | None) -> bool:
-            return obj is not None and labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)
+            if obj is None:
+                return False
+            return labels.matches(obj["metadata"].get("labels") or {}) and fields.matches(obj)
 
         now = selected(self.object)
         if self.type != "MODIFIED":
@@ -198,6 +196,21 @@ def apply_patch(obj: Obj, patch_type: str, patch: Any) -> Obj:
     return result
 
 
+def _take_request_namespace(resource: str, metadata: dict[str, Any], namespace: str | None) -> None:
+    """A namespaced object lives in the namespace of the URL (one that names another is refused, as by
+    the API server); a cluster-scoped one has no namespace."""
+    if not NAMESPACED[resource]:
+        metadata.pop("namespace", None)
+        return
+    if metadata.get("namespace") not in (None, "", namespace):
+        raise KubeError(
+            400,
+            "BadRequest",
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )
+    metadata["namespace"] = namespace
+
+
 def _validate(resource: str, obj: Obj) -> None:
     """The subset of API-server validation that clients of the simulator can trip over."""
     metadata = obj.get("metadata")
@@ -220,9 +233,9 @@ def _validate(resource: str, obj: Obj) -> None:
             continue
         if field == "labels":
             for key, value in values.items():
-                if len(key.rsplit("/", 1)[-1]) > 63 or not LABEL_KEY_RE.match(key):
+                if not is_valid_label_key(key):
                     problems.append(f'metadata.labels: Invalid value: "{key}": {_LABEL_RULE}')
-                if len(value) > 63 or not LABEL_VALUE_RE.match(value):
+                if not is_valid_label_value(value):
                     problems.append(f'metadata.labels: Invalid value: "{value}": {_LABEL_RULE}')
     if resource == CONFIGMAPS:
         size = 0
@@ -290,7 +303,7 @@ class KubeStore:
                 copy.deepcopy(obj)
                 for key, obj in sorted(self._objects[resource].items())
                 if (namespace is None or key[0] == namespace)
-                and labels.matches(obj["metadata"].get("labels"))
+                and labels.matches(obj["metadata"].get("labels") or {})
                 and fields.matches(obj)
             ]
             return items, self._resource_version
@@ -300,16 +313,7 @@ class KubeStore:
     def create(self, resource: str, namespace: str | None, obj: Obj) -> Obj:
         obj = copy.deepcopy(obj)
         metadata = obj.setdefault("metadata", {})
-        if NAMESPACED[resource]:
-            if metadata.get("namespace") not in (None, "", namespace):
-                raise KubeError(
-                    400,
-                    "BadRequest",
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                )
-            metadata["namespace"] = namespace
-        else:
-            metadata.pop("namespace", None)
+        _take_request_namespace(resource, metadata, namespace)
         obj["apiVersion"] = "v1"
         obj["kind"] = KINDS[resource]
         _validate(resource, obj)
@@ -339,14 +343,7 @@ class KubeStore:
                 f"the name of the object ({metadata.get('name')}) does not match the name on the URL "
                 f"({name})",
             )
-        if NAMESPACED[resource]:
-            if metadata.get("namespace") not in (None, "", namespace):
-                raise KubeError(
-                    400,
-                    "BadRequest",
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                )
-            metadata["namespace"] = namespace
+        _take_request_namespace(resource, metadata, namespace)
         with self._lock:
             current = self._require(resource, namespace, name)
             return self._replace(resource, current, obj)

@@ -25,6 +25,7 @@ from landb_webhook.simulator.identity import REGION
 from landb_webhook.simulator.lifecycle import Lifecycle
 from landb_webhook.simulator.state import SimulatorState
 from landb_webhook.simulator.tls import ServerCertificate, loopback_certificate
+from landb_webhook.webhook.server import bind_listener
 
 log = logging.getLogger("landb_webhook.simulator")
 
@@ -200,8 +201,8 @@ class Simulator:
         self._lifecycle = Lifecycle()
         app = build_app(self.state, self._lifecycle)
         try:
-            self._socket = _listen(self.host, self._requested_port)
-            self._tls_socket = _listen(self.host, self._requested_tls_port)
+            self._socket = bind_listener(self.host, self._requested_port)
+            self._tls_socket = bind_listener(self.host, self._requested_tls_port)
             self._ports = (self._socket.getsockname()[1], self._tls_socket.getsockname()[1])
             self._certificate = loopback_certificate(tuple(dict.fromkeys((self.host, *LOOPBACK_NAMES))))
             self._servers = [_Server(_config(app)), _Server(_config(app, self._certificate))]
@@ -353,22 +354,6 @@ class Simulator:
         _write_private(config.kubeconfig, yaml.safe_dump(kubeconfig, sort_keys=False))
         directory.joinpath("ca.crt").write_bytes(self.ca_pem)
         return config
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind and listen before the server starts, so port 0 resolves at once and early clients queue."""
-    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says TCP, and
-    # without it every small reply waits ~40 ms for a delayed ACK.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def _config(app: ASGIApp, certificate: ServerCertificate | None = None) -> uvicorn.Config:

@@ -40,6 +40,7 @@ def _name(common_name: str) -> x509.Name:
 
 
 def _key_usage(*, key_cert_sign: bool = False, crl_sign: bool = False) -> x509.KeyUsage:
+    """Signing only (the ECDSA keys never encipher); the CA's key also signs certificates and CRLs."""
     return x509.KeyUsage(
         digital_signature=True,
         content_commitment=False,
@@ -67,20 +68,7 @@ def loopback_certificate(hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhos
         .not_valid_before(now)
         .not_valid_after(now + VALIDITY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -100,20 +88,7 @@ def loopback_certificate(hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhos
         .not_valid_before(now)
         .not_valid_after(now + VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=False,
-                crl_sign=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(server_key.public_key()), critical=False)

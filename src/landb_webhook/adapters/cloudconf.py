@@ -1,0 +1,71 @@
+"""Credentials from a CERN Magnum cluster's ``cloud.conf``, so the webhook can reuse them as they are.
+
+Every CERN Magnum cluster carries its OpenStack credentials in Secret ``kube-system/cloud-config``, key
+``cloud.conf``: the INI file of the OpenStack cloud provider, whose ``[Global]`` section holds a trust
+(``user-id``, ``password``, ``trust-id``) or an application credential. Mounting that Secret and pointing
+``LANDB_OS_CLOUD_CONF`` at the file is the shortest way in; a ``clouds.yaml`` works as well.
+"""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+from typing import Any
+
+# cloud.conf key -> keystoneauth auth option (the cloud provider's names for the same things)
+_AUTH_KEYS = {
+    "auth-url": "auth_url",
+    "username": "username",
+    "user-id": "user_id",
+    "password": "password",
+    "trust-id": "trust_id",
+    "tenant-id": "project_id",
+    "project-id": "project_id",
+    "tenant-name": "project_name",
+    "project-name": "project_name",
+    "domain-id": "user_domain_id",
+    "domain-name": "user_domain_name",
+    "user-domain-id": "user_domain_id",
+    "user-domain-name": "user_domain_name",
+    "tenant-domain-id": "project_domain_id",
+    "tenant-domain-name": "project_domain_name",
+    "project-domain-id": "project_domain_id",
+    "project-domain-name": "project_domain_name",
+    "application-credential-id": "application_credential_id",
+    "application-credential-name": "application_credential_name",
+    "application-credential-secret": "application_credential_secret",
+}
+
+
+class CloudConfError(ValueError):
+    """The file cannot be used; the message says which file and why (never a value from it)."""
+
+
+def connection_options(path: Path) -> dict[str, Any]:
+    """Keyword arguments for ``openstack.connect`` from a cloud.conf file."""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with path.open() as handle:
+            parser.read_file(handle)
+    except (OSError, configparser.Error) as exc:
+        raise CloudConfError(f"cannot read {path}: {type(exc).__name__}") from None
+    if not parser.has_section("Global"):
+        raise CloudConfError(f"{path} has no [Global] section")
+    glob = parser["Global"]
+    auth = {option: glob[key].strip('"') for key, option in _AUTH_KEYS.items() if glob.get(key)}
+    if "auth_url" not in auth:
+        raise CloudConfError(f"{path}: [Global] has no auth-url")
+    application_credential = "application_credential_secret" in auth
+    if not application_credential and "password" not in auth:
+        raise CloudConfError(f"{path}: [Global] has neither a password nor an application credential")
+    options: dict[str, Any] = {
+        "auth_type": "v3applicationcredential" if application_credential else "v3password",
+        "auth": auth,
+        "identity_api_version": "3",
+        "interface": "public",
+    }
+    if glob.get("region"):
+        options["region_name"] = glob["region"]
+    if glob.get("ca-file"):
+        options["cacert"] = glob["ca-file"]
+    return options

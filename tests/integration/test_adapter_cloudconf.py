@@ -1,0 +1,77 @@
+"""A CERN cluster's cloud.conf is enough to reach Nova: trusts and application credentials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.ports import Node
+from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+
+
+def cloud_conf_from(config: ClientConfig, cloud: str, path: Path) -> Path:
+    """Write the [Global] section a Magnum cluster would carry for the same credentials."""
+    auth = yaml.safe_load(config.clouds_yaml.read_text())["clouds"][cloud]["auth"]
+    names = {
+        "auth_url": "auth-url",
+        "user_id": "user-id",
+        "password": "password",
+        "trust_id": "trust-id",
+        "application_credential_id": "application-credential-id",
+        "application_credential_secret": "application-credential-secret",
+    }
+    lines = ["[Global]", *(f'{names[k]}="{v}"' for k, v in auth.items()), "region=cern"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("cloud", ["simulator-trust", "simulator-appcred"])
+def test_servers_are_read_with_the_credentials_of_a_cloud_conf(
+    simulator: Simulator, tmp_path: Path, cloud: str
+) -> None:
+    config = simulator.write_client_config(tmp_path)
+    names = seed_cluster(simulator.state, ingress_nodes=2, workers=0)
+    store = OpenStackServerStore(cloud_conf=cloud_conf_from(config, cloud, tmp_path / "cloud.conf"))
+    try:
+        found = store.servers_for([Node(name, None, (), True) for name in names])
+    finally:
+        store.close()
+    assert sorted(found) == sorted(names)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[Other]\nauth-url=x\n", r"no \[Global\] section"),
+        ("[Global]\npassword=hunter2-secret\n", "no auth-url"),
+        ("[Global]\nauth-url=https://keystone.cern.ch/v3\nuser-id=u\n", "neither a password"),
+        ("not an ini file at all hunter2-secret", "cannot read"),
+    ],
+)
+def test_an_unusable_cloud_conf_says_why_without_quoting_it(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "cloud.conf"
+    path.write_text(text)
+    with pytest.raises(CloudConfError, match=why) as raised:
+        connection_options(path)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_a_trust_becomes_a_v3password_login_and_keeps_the_ca_file(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.conf"
+    path.write_text(
+        "[Global]\nauth-url=https://keystone.cern.ch/v3\nuser-id=u1\npassword=p\ntrust-id=t1\n"
+        "region=cern\nca-file=/etc/kubernetes/ca-bundle.crt\n"
+    )
+    options = connection_options(path)
+    assert options["auth_type"] == "v3password"
+    assert options["auth"] == {
+        "auth_url": "https://keystone.cern.ch/v3",
+        "user_id": "u1",
+        "password": "p",
+        "trust_id": "t1",
+    }
+    assert options["region_name"] == "cern" and options["cacert"] == "/etc/kubernetes/ca-bundle.crt"
