@@ -108,6 +108,14 @@ class NodeClassifier:
         )
 
 
+def json_body(response: Any) -> Any:
+    """The decoded body of a call made with ``_preload_content=False``, its connection given back."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
 def upstream_error(exc: BaseException, action: str) -> UpstreamError:
     """Map a kubernetes-client or urllib3 failure to an UpstreamError; 4xx other than 429 is not retryable."""
     if isinstance(exc, UpstreamError):
@@ -272,10 +280,7 @@ class KubernetesNodeSource:
                 _preload_content=False,
                 _request_timeout=self._request_timeout,
             )
-            try:
-                page = json.loads(response.data)
-            finally:
-                response.release_conn()
+            page = json_body(response)
             objects.extend(page.get("items") or ())
             list_metadata = page.get("metadata") or {}
             continue_token = list_metadata.get("continue") or None

@@ -49,6 +49,7 @@ from kubernetes.client.exceptions import ApiException
 from landb_webhook.adapters.kubernetes import (
     UPSTREAM,
     api_client_for,
+    json_body,
     release_failed_response,
     upstream_error,
 )
@@ -247,10 +248,7 @@ class ConfigMapOwnershipStore:
                 _preload_content=False,
                 _request_timeout=self._request_timeout,
             )
-            try:
-                listing = json.loads(response.data)
-            finally:
-                response.release_conn()
+            listing = json_body(response)
         except Exception as exc:
             raise upstream_error(exc, "list ownership ConfigMaps") from exc
         shards: list[_Shard] = []
