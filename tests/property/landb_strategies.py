@@ -53,6 +53,7 @@ NODE_NAMES = ("node-a", "node-b", "node-c")
 _spellings = st.sampled_from((str.lower, str.upper, str.capitalize))
 _infixes = st.sampled_from(("load", "LOAD", "Load"))
 _separators = st.sampled_from((",", ", ", " , "))
+_trailing_comma = st.sampled_from(("", ","))
 _not_load_tokens = st.sampled_from(NOT_LOAD_TOKENS)
 _pool_labels = st.sampled_from(LABEL_POOL)
 _small_indices = st.integers(0, 3)
@@ -83,7 +84,7 @@ def spell(draw: st.DrawFn, token: LoadToken) -> str:
 
 def value_text(draw: st.DrawFn, tokens: Sequence[str]) -> str:
     """A comma-separated value holding ``tokens``, with the separators people actually type."""
-    trailing = "," if tokens and draw(st.booleans()) else ""
+    trailing = draw(_trailing_comma) if tokens else ""
     return draw(_separators).join(tokens) + trailing
 
 

@@ -21,22 +21,26 @@ def test_names_in_the_zone_become_aliases(dns_name: str, label: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("dns_name", "reason"),
+    ("dns_name", "reason", "kind"),
     [
-        ("myapp.example.org", "not in the cern.ch zone"),
-        ("myapp.web.cern.ch", "more than one label"),
-        ("*.cern.ch", "wildcard"),
-        ("my_app.cern.ch", "only a-z, 0-9 and '-'"),
-        ("-myapp.cern.ch", "neither start nor end with '-'"),
-        (f"{'a' * 64}.cern.ch", "64 characters, more than 63"),
-        (".cern.ch", "empty label"),
+        ("myapp.example.org", "not in the cern.ch zone", "other_zone"),
+        ("myapp.web.cern.ch", "more than one label", "multi_label"),
+        ("*.cern.ch", "wildcard", "wildcard"),
+        ("my_app.cern.ch", "only a-z, 0-9 and '-'", "invalid_characters"),
+        ("-myapp.cern.ch", "neither start nor end with '-'", "invalid_characters"),
+        ("\u212aube.cern.ch", "not ASCII", "invalid_characters"),
+        (f"{'a' * 64}.cern.ch", "64 characters, more than 63", "too_long"),
+        (".cern.ch", "empty label", "empty"),
     ],
 )
-def test_names_landb_cannot_publish_are_refused_with_the_reason(dns_name: str, reason: str) -> None:
+def test_names_landb_cannot_publish_are_refused_with_the_reason(
+    dns_name: str, reason: str, kind: str
+) -> None:
     with pytest.raises(InvalidName) as refused:
         label_for(dns_name, "cern.ch")
     assert reason in str(refused.value)
-    assert dns_name in str(refused.value), "the operator must see which name was refused"
+    assert repr(dns_name) in str(refused.value), "the operator must see which name was refused"
+    assert refused.value.kind == kind
 
 
 @pytest.mark.parametrize(

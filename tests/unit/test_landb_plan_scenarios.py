@@ -197,3 +197,16 @@ def test_two_spellings_of_the_kept_token_collapse_to_the_first_one() -> None:
     fleet = [server("a", "node-1", landb_alias="App--Load-0-", landb_alias2="app--load-0-,web--load-0-")]
     plan = plan_changes(fleet, {"app": frozenset({"a"})})
     assert writes(plan) == {"a": ({}, (), {"landb-alias2": "web--load-0-"}, ())}
+
+
+def test_an_index_held_in_a_form_we_never_edit_wins_over_a_token_of_ours() -> None:
+    """node-1 sorts first, but node-2's 0 sits in a per-interface value nobody may rewrite: node-1 moves."""
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-"),
+        server("b", "node-2", landb_alias2="node-2.cern.ch:app--load-0-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"})})
+    assert writes(plan) == {
+        "a": ({"landb-alias": "app--load-0-,app--load-1-"}, (), {"landb-alias": "app--load-1-"}, ())
+    }
+    assert carriers(apply(fleet, plan)) == {"app": {"a", "b"}}

@@ -2,11 +2,13 @@
 
 N is a discriminator, not a position, and it must be unique per alias across LanDB. So:
 
-1. *Sticky*: a wanted carrier that already holds the alias keeps its N (the smallest it holds, if a
+1. *Pinned first*: an N held in a form we never edit (a frozen key or value) cannot move. A wanted
+   carrier holding one keeps it, and no other carrier may keep or take it.
+2. *Sticky*: a wanted carrier that already holds the alias keeps its N (the smallest it holds, if a
    hand edit left several). Adding or removing another carrier never renumbers it.
-2. *Unique*: if two wanted carriers hold the same N, the first in (server name, server id) order keeps it
+3. *Unique*: if two wanted carriers hold the same N, the first in (server name, server id) order keeps it
    and the other is treated as new.
-3. *New carriers* take the smallest N >= ``floor`` that no visible server holds for that alias -- not even
+4. *New carriers* take the smallest N >= ``floor`` that no visible server holds for that alias -- not even
    a server that is about to lose it, because during make-before-break both exist at once.
 """
 
@@ -19,31 +21,42 @@ def assign_indices(
     wanted: Sequence[str],
     held: Mapping[str, Iterable[int]],
     *,
+    pinned: Mapping[str, Iterable[int]] | None = None,
     taken_elsewhere: Iterable[int] = (),
     floor: int = 0,
 ) -> dict[str, int]:
     """Map each wanted carrier (server ids, in tie-break order) to its N for one alias.
 
     ``held`` gives the Ns each visible server carries for the alias (in any key, ours or frozen);
-    ``taken_elsewhere`` are further Ns known to be in use for the alias.
+    ``pinned`` the subset of those a server holds in a form we never edit; ``taken_elsewhere`` are
+    further Ns known to be in use for the alias.
     """
+    pinned = pinned or {}
     used: set[int] = set(taken_elsewhere)
-    for indices in held.values():
+    for indices in (*held.values(), *pinned.values()):
         used.update(indices)
 
     assigned: dict[str, int] = {}
     claimed: set[int] = set()
-    newcomers: list[str] = []
-    for server in wanted:
-        kept = min((n for n in held.get(server, ()) if n not in claimed), default=None)
-        if kept is None:
-            newcomers.append(server)
-        else:
+
+    def keep_one(server: str, candidates: Iterable[int]) -> None:
+        kept = min((n for n in candidates if n not in claimed), default=None)
+        if kept is not None:
             assigned[server] = kept
             claimed.add(kept)
 
+    for server in wanted:
+        keep_one(server, pinned.get(server, ()))
+    for indices in pinned.values():
+        claimed.update(indices)
+    for server in wanted:
+        if server not in assigned:
+            keep_one(server, held.get(server, ()))
+
     candidate = floor
-    for server in newcomers:
+    for server in wanted:
+        if server in assigned:
+            continue
         while candidate in used or candidate in claimed:
             candidate += 1
         assigned[server] = candidate

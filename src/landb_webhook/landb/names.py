@@ -44,7 +44,13 @@ def validate_label(label: str) -> str:
 
 def label_for(dns_name: str, domain: str) -> str:
     """``app.cern.ch`` -> ``app``: the alias LanDB publishes as this name, or InvalidName saying why not."""
-    name = dns_name.strip().rstrip(".").lower()
+    name = dns_name.strip().rstrip(".")
+    if not name.isascii():
+        # Checked before lower-casing, which maps some non-ASCII letters to ASCII ones (KELVIN SIGN -> k).
+        raise InvalidName(
+            f"{dns_name!r} is not ASCII; an alias uses only a-z, 0-9 and '-'", "invalid_characters"
+        )
+    name = name.lower()
     suffix = "." + domain
     if not name.endswith(suffix):
         raise InvalidName(f"{dns_name!r} is not in the {domain} zone", "other_zone")

@@ -100,8 +100,12 @@ def plan_changes(
         held = {
             sid: [t.index for t in found.load_tokens() if t.label == label] for sid, found in aliases.items()
         }
+        pinned = {
+            sid: [t.index for t in found.frozen_tokens() if t.label == label]
+            for sid, found in aliases.items()
+        }
         targets = [s.server_id for s in order if s.server_id in wanted[label]]
-        assigned = assign_indices(targets, held, floor=floor)
+        assigned = assign_indices(targets, held, pinned=pinned, floor=floor)
         for server in order:
             found = aliases[server.server_id]
             mine = [(text, token) for _, text, token in found.editable_tokens() if token.label == label]
@@ -111,10 +115,12 @@ def plan_changes(
                 if any(t.label == label for t in found.frozen_tokens()):
                     refusals.append(Refusal(label, server, "held in a key or form we never edit"))
                 continue
-            keeping = next((text for text, token in mine if token.index == index), None)
-            frozen_keeps = any(t == LoadToken(label, index) for t in found.frozen_tokens())
-            if keeping is None and not frozen_keeps:
-                adds[server.server_id].append(LoadToken(label, index))
+            if index in pinned[server.server_id]:
+                keeping = None  # carried in a form we never edit: no token of ours is needed
+            else:
+                keeping = next((text for text, token in mine if token.index == index), None)
+                if keeping is None:
+                    adds[server.server_id].append(LoadToken(label, index))
             removes[server.server_id].extend((text, token) for text, token in mine if text != keeping)
 
     phase1 = {
