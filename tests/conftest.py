@@ -1,16 +1,35 @@
-"""Fixtures shared by every test tree: a running simulator and clients configured for it."""
+"""Fixtures shared by every test tree: a running simulator and clients configured for it; Hypothesis
+profiles for every property test.
+
+Hypothesis profiles: ``dev`` (the default) is Hypothesis' own budget; ``ci`` (set by .ci/run) searches
+harder; ``deep`` is for a bug hunt after changing a rule (minutes). Pick one with
+``HYPOTHESIS_PROFILE=ci``. None has a deadline: a shared 2-core runner must not turn a slow example into
+a failure."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, settings
 
 from landb_webhook.simulator import ClientConfig, Simulator
 from landb_webhook.simulator.identity import DOMAIN_NAME, PROJECT_NAME
+
+settings.register_profile("dev", deadline=None)
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("deep", parent=settings.get_profile("ci"), max_examples=3000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture
