@@ -349,3 +349,22 @@ def test_no_ingress_node_left_is_refused_rather_than_unpublishing_everything(mak
     with pytest.raises(ApplyError, match="no ingress node"):
         cluster.loop()
     assert {n: cluster.aliases(n) for n in cluster.nodes[:2]} == before
+
+
+def test_a_removal_waits_until_the_new_carrier_is_written(make_cluster: Any) -> None:
+    """Invariant 3 under failure: the alias moves to a locked node; the old carrier keeps it until then."""
+    cluster = make_cluster(ingress_nodes=1, workers=1)
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    old, new = cluster.nodes[0], cluster.nodes[1]
+    cluster.sim.state.set_locked(cluster.server_id(new), True)
+    cluster.relabel(new, True)
+    cluster.relabel(old, False)
+
+    with pytest.raises(ApplyError, match="removal held back"):
+        cluster.loop()
+    assert cluster.aliases(old) == {"app": 0} and cluster.aliases(new) == {}
+
+    cluster.sim.state.set_locked(cluster.server_id(new), False)
+    cluster.settle()
+    assert cluster.aliases(old) == {} and cluster.aliases(new) == {"app": 1}

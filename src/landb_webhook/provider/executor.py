@@ -24,7 +24,6 @@ class WriteFailure:
 
 @dataclass(frozen=True)
 class Outcome:
-    written: tuple[ServerPlan, ...]
     failures: tuple[WriteFailure, ...]
     held_back: tuple[ServerPlan, ...]
     """Break writes not attempted because an addition they depend on did not land."""
@@ -65,13 +64,7 @@ class PlanExecutor:
             breaks.append(plan)
         break_failures = self._run_phase("break", breaks, lambda p: p.brk)
 
-        failures = (*make_failures, *break_failures)
-        written = tuple(
-            p
-            for p in plans
-            if p not in held_back and p.server.server_id not in {f.plan.server.server_id for f in failures}
-        )
-        return Outcome(written=written, failures=failures, held_back=tuple(held_back))
+        return Outcome(failures=(*make_failures, *break_failures), held_back=tuple(held_back))
 
     def _run_phase(
         self, phase: str, plans: Sequence[ServerPlan], write_of: Callable[[ServerPlan], MetadataWrite]
