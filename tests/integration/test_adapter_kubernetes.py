@@ -183,3 +183,36 @@ def test_the_default_kubeconfig_is_used_without_touching_the_global_configuratio
     finally:
         api_client.close()
     assert client.Configuration.get_default_copy().host == global_host
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_cache_no_list_or_watch_has_refreshed_for_too_long_is_refused_until_one_does(
+    simulator: Any, make_node_source: MakeSource, eventually: Eventually
+) -> None:
+    """While the API server is unreachable the cache ages; past the bound, nodes() is an UpstreamError."""
+    simulator.state.add_node("cluster-node-0", labels={"role": "ingress"})
+    clock = ManualClock()
+    with make_node_source(watch_timeout=1, max_staleness=300, clock=clock) as source:
+        assert source.wait_synced(5)
+        outage = simulator.state.inject_fault(api="kubernetes", status=503, times=None)
+        clock.now += 301
+        with pytest.raises(UpstreamError, match="stale"):
+            source.nodes()
+        outage.cancel()
+        eventually(lambda: _answers(source), timeout=10, what="a watch to end well and refresh the cache")
+        assert [node.name for node in source.nodes()] == ["cluster-node-0"]
+
+
+def _answers(source: KubernetesNodeSource) -> bool:
+    try:
+        source.nodes()
+    except UpstreamError:
+        return False
+    return True

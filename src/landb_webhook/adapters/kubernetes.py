@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +167,14 @@ class KubernetesNodeSource:
         list_page_size: int = 500,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        max_staleness: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Raises selector.InvalidSelector when ``ingress_selector`` is malformed."""
+        """Raises selector.InvalidSelector when ``ingress_selector`` is malformed.
+
+        ``max_staleness`` (default: five watch periods) bounds how old the cache may be, counted from
+        the last list or watch that ended well, before nodes() refuses to answer from it.
+        """
         self._classifier = NodeClassifier(ingress_selector, exclude_label)
         self._core = client.CoreV1Api(api_client)
         self._request_timeout = request_timeout
@@ -175,6 +182,9 @@ class KubernetesNodeSource:
         self._list_page_size = list_page_size
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
+        self._max_staleness = 5.0 * watch_timeout if max_staleness is None else max_staleness
+        self._clock = clock
+        self._last_contact = -math.inf
 
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
@@ -238,6 +248,12 @@ class KubernetesNodeSource:
         """Every node of the cluster, sorted by name, as last seen by the watch."""
         if not self._synced.is_set():
             raise UpstreamError(UPSTREAM, "node inventory not synced yet")
+        age = self._clock() - self._last_contact
+        if age > self._max_staleness:
+            # Aliases placed from a picture this old could land on nodes that are long gone.
+            raise UpstreamError(
+                UPSTREAM, f"node inventory is stale: no list or watch succeeded for {age:.0f} s"
+            )
         with self._lock:
             if self._snapshot is None:
                 self._snapshot = tuple(self._nodes[name] for name in sorted(self._nodes))
@@ -254,6 +270,7 @@ class KubernetesNodeSource:
                     resource_version = self._relist()
                 started = time.monotonic()
                 resource_version = self._watch_from(resource_version)
+                self._last_contact = self._clock()
                 failures = 0
                 if time.monotonic() - started < _SHORTEST_NORMAL_WATCH:
                     # A server that ends watches at once would otherwise make this loop spin.
@@ -295,6 +312,7 @@ class KubernetesNodeSource:
             log.info("node removed", node=name)
         for name in sorted(fresh):
             self._log_change(previous.get(name), fresh[name])
+        self._last_contact = self._clock()
         self._synced.set()
         return str(list_metadata.get("resourceVersion", ""))
 
