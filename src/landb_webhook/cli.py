@@ -256,6 +256,12 @@ def _demo(args: argparse.Namespace) -> int:
         return run_webhook(settings, api_listener, health_listener)
 
 
+def openstack_cli() -> str:
+    """The openstack CLI installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
+    beside = Path(sys.executable).parent / "openstack"
+    return str(beside) if beside.exists() else "openstack"
+
+
 def demo_instructions(
     *, api: str, health: str, state_dir: Path, cloud_name: str, ingress_ips: Sequence[str], node_name: str
 ) -> str:
@@ -272,6 +278,7 @@ def demo_instructions(
     accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
     kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
     clouds = shlex.quote(str(state_dir / "clouds.yaml"))
+    openstack = shlex.quote(openstack_cli())
     return f"""
 landb-webhook demo: webhook API on {api}, health and metrics on {health}.
 The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
@@ -287,7 +294,7 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   curl -si -X POST {api}/records -d {shlex.quote(create)}
 
   # where it lands: node metadata in Nova, the ownership claim in a ConfigMap
-  OS_CLIENT_CONFIG_FILE={clouds} openstack --os-cloud {cloud_name} server show {node_name} -c properties
+  OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} server show {node_name} -c properties
   kubectl --kubeconfig {kubeconfig} get nodes --show-labels
   kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
   curl -s {health}/metrics | grep ^landb_webhook_
