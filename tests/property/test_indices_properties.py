@@ -19,10 +19,14 @@ class IndexCase:
     held: dict[str, list[int]]
     """Every visible server -> the Ns it carries (hand edits may give one server several)."""
     taken_elsewhere: frozenset[int]
+    """Ns held by one more visible server that is never wanted (say, one losing the alias)."""
     floor: int
 
+    def visible(self, held: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+        return {**(self.held if held is None else held), "elsewhere": sorted(self.taken_elsewhere)}
+
     def assign(self) -> dict[str, int]:
-        return assign_indices(self.wanted, self.held, taken_elsewhere=self.taken_elsewhere, floor=self.floor)
+        return assign_indices(self.wanted, self.visible(), floor=self.floor)
 
     def used(self) -> set[int]:
         return {n for ns in self.held.values() for n in ns} | self.taken_elsewhere
@@ -88,9 +92,7 @@ def test_a_carrier_alone_with_its_indices_keeps_the_smallest(case: IndexCase) ->
 def test_a_kept_index_may_lie_below_the_floor(case: IndexCase) -> None:
     """Sticky beats the floor: raising the floor renumbers nobody."""
     result = case.assign()
-    raised = assign_indices(
-        case.wanted, case.held, taken_elsewhere=case.taken_elsewhere, floor=case.floor + 50
-    )
+    raised = assign_indices(case.wanted, case.visible(), floor=case.floor + 50)
     for server, index in result.items():
         if index in case.held.get(server, ()):
             assert raised[server] == index
@@ -133,9 +135,9 @@ def test_adding_a_wanted_carrier_changes_no_other_carriers_index(
     if newcomer_holds:
         held[joining] = [max(case.used(), default=0) + 1]
     position = data.draw(st.integers(0, len(holders)))
-    before = assign_indices(holders, held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    before = assign_indices(holders, case.visible(held), floor=case.floor)
     grown = [*holders[:position], joining, *holders[position:]]
-    after = assign_indices(grown, held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    after = assign_indices(grown, case.visible(held), floor=case.floor)
     assert {s: after[s] for s in holders} == before
 
 
@@ -144,12 +146,12 @@ def test_removing_a_wanted_carrier_changes_no_other_carriers_index(
     case: IndexCase, data: st.DataObject
 ) -> None:
     holders = [s for s in case.wanted if case.held.get(s)]
-    before = assign_indices(holders, case.held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    before = assign_indices(holders, case.visible(), floor=case.floor)
     if not holders:
         return
     leaving = data.draw(st.sampled_from(holders))
     remaining = [s for s in holders if s != leaving]
-    after = assign_indices(remaining, case.held, taken_elsewhere=case.taken_elsewhere, floor=case.floor)
+    after = assign_indices(remaining, case.visible(), floor=case.floor)
     assert after == {s: before[s] for s in remaining}
 
 
@@ -157,9 +159,8 @@ def test_removing_a_wanted_carrier_changes_no_other_carriers_index(
 def test_the_result_depends_only_on_wanted_order_not_on_how_held_is_listed(
     case: IndexCase, rnd: random.Random
 ) -> None:
-    shuffled_items = list(case.held.items())
+    shuffled_items = list(case.visible().items())
     rnd.shuffle(shuffled_items)
     shuffled = {server: list(reversed(ns)) for server, ns in shuffled_items}
-    taken = sorted(case.taken_elsewhere, reverse=True)
-    assert assign_indices(case.wanted, shuffled, taken_elsewhere=taken, floor=case.floor) == case.assign()
+    assert assign_indices(case.wanted, shuffled, floor=case.floor) == case.assign()
     assert case.assign() == case.assign()

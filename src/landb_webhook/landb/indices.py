@@ -22,17 +22,15 @@ def assign_indices(
     held: Mapping[str, Iterable[int]],
     *,
     pinned: Mapping[str, Iterable[int]] | None = None,
-    taken_elsewhere: Iterable[int] = (),
     floor: int = 0,
 ) -> dict[str, int]:
     """Map each wanted carrier (server ids, in tie-break order) to its N for one alias.
 
     ``held`` gives the Ns each visible server carries for the alias (in any key, ours or frozen);
-    ``pinned`` the subset of those a server holds in a form we never edit; ``taken_elsewhere`` are
-    further Ns known to be in use for the alias.
+    ``pinned`` the subset of those a server holds in a form we never edit.
     """
     pinned = pinned or {}
-    used: set[int] = set(taken_elsewhere)
+    used: set[int] = set()
     for indices in (*held.values(), *pinned.values()):
         used.update(indices)
 
