@@ -211,11 +211,15 @@ class LandbProvider:
             self._warned.add((subject, message))
             log.warning(message, subject=subject)
 
-    def _not_owned(self, labels: set[str], claimed: set[str]) -> set[str]:
-        """With the txt registry, aliases without a TXT claim are someone else's: never touched."""
+    def _unclaimed(self, labels: Iterable[str], claimed: set[str]) -> set[str]:
+        """With the txt registry, aliases without a TXT claim are someone else's; with noop, none are."""
         if self._options.registry != "txt":
             return set()
-        refused = {label for label in labels if dns_name_for(label, self._options.dns_domain) not in claimed}
+        return {label for label in labels if dns_name_for(label, self._options.dns_domain) not in claimed}
+
+    def _not_owned(self, labels: set[str], claimed: set[str]) -> set[str]:
+        """The changes to refuse: aliases that are someone else's are never touched."""
+        refused = self._unclaimed(labels, claimed)
         for label in sorted(refused):
             self._metrics.refused_changes_total.labels(reason="not_owned").inc()
             log.warning(
@@ -226,12 +230,8 @@ class LandbProvider:
         return refused
 
     def _report_unowned(self, found: dict[str, set[str]], claims: Sequence[Endpoint]) -> None:
-        if self._options.registry != "txt":
-            return
-        claimed = claimed_names(claims)
-        for label in sorted(found):
-            if dns_name_for(label, self._options.dns_domain) not in claimed:
-                self._warn_once(label, "alias held by someone else (no ownership record): left untouched")
+        for label in sorted(self._unclaimed(found, claimed_names(claims))):
+            self._warn_once(label, "alias held by someone else (no ownership record): left untouched")
 
     def _log_refusals(self, refusals: Sequence[Refusal]) -> list[str]:
         for refusal in refusals:
