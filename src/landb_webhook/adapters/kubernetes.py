@@ -6,7 +6,7 @@ The cache holds every node (not only ingress nodes): the provider must see all o
 servers to leave the others' aliases alone and to pick free ``--load-N-`` indices.
 
 Nodes are handled as raw JSON dicts rather than client models: a list of a few thousand nodes then
-costs a ``json.loads`` instead of a model tree per node, and only four fields are read.
+costs a ``json.loads`` instead of a model tree per node, and only a few fields are read.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,25 @@ def internal_ipv4_addresses(addresses: Sequence[Mapping[str, Any]]) -> tuple[str
     return tuple(str(ip) for ip in sorted(found))
 
 
+def epoch_seconds(timestamp: object) -> float | None:
+    """An RFC 3339 API timestamp (``2026-11-23T11:36:02Z``) -> epoch seconds; anything else -> None."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return None
+    try:
+        parsed = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
+
+
+def condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The object's status condition of type ``kind``, if it reports one."""
+    for found in status.get("conditions") or ():
+        if isinstance(found, Mapping) and found.get("type") == kind:
+            return found
+    return None
+
+
 class NodeClassifier:
     """Turns a node object into a ports.Node; decides which nodes take ingress traffic."""
 
@@ -101,11 +121,18 @@ class NodeClassifier:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         labels = metadata.get("labels") or {}
+        ready = condition(status, "Ready") or {}
+        deletion = metadata.get("deletionTimestamp")
         return Node(
             name=str(metadata.get("name", "")),
             server_id=server_id_from_provider_id(spec.get("providerID")),
             internal_ips=internal_ipv4_addresses(status.get("addresses") or ()),
             is_ingress=self.is_ingress(labels),
+            ready=ready.get("status") == "True",
+            ready_changed_at=epoch_seconds(ready.get("lastTransitionTime")),
+            deleting=bool(deletion),
+            deleting_since=epoch_seconds(deletion),
+            unschedulable=spec.get("unschedulable") is True,
         )
 
 
@@ -365,6 +392,17 @@ class KubernetesNodeSource:
                 ingress=node.is_ingress,
                 server_id=node.server_id,
                 internal_ips=list(node.internal_ips),
+                ready=node.ready,
             )
-        elif previous.is_ingress != node.is_ingress:
+            return
+        if previous.is_ingress != node.is_ingress:
             log.info("node ingress changed", node=node.name, ingress=node.is_ingress)
+        health = ("ready", "deleting", "unschedulable")
+        if any(getattr(previous, field) != getattr(node, field) for field in health):
+            log.info(
+                "node health changed",
+                node=node.name,
+                ready=node.ready,
+                deleting=node.deleting,
+                unschedulable=node.unschedulable,
+            )
