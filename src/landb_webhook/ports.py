@@ -33,6 +33,10 @@ class Node:
     """Epoch seconds of ``metadata.deletionTimestamp``; None when not being deleted or unknown."""
     unschedulable: bool = False
     """``spec.unschedulable``: the node is cordoned."""
+    controller_ready: bool | None = None
+    """A Ready ingress-controller pod runs on the node; None when no pod selector is configured."""
+    controller_changed_at: float | None = None
+    """Epoch seconds since when the node has had no Ready controller pod; None when unknown."""
 
 
 @dataclass(frozen=True)

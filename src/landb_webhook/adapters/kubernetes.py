@@ -28,7 +28,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from landb_webhook.adapters.selector import LabelSelector
+from landb_webhook.adapters.selector import AnySelector
 from landb_webhook.config import Settings
 from landb_webhook.ports import Node, UpstreamError
 
@@ -109,7 +109,7 @@ class NodeClassifier:
     """Turns a node object into a ports.Node; decides which nodes take ingress traffic."""
 
     def __init__(self, ingress_selector: str, exclude_label: str) -> None:
-        self.selector = LabelSelector.parse(ingress_selector)
+        self.selector = AnySelector.parse(ingress_selector)
         self.exclude_label = exclude_label
 
     def is_ingress(self, labels: Mapping[str, str]) -> bool:
