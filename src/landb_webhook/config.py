@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from landb_webhook.adapters.selector import AnySelector, InvalidSelector
+from landb_webhook.adapters.selector import AnySelector, InvalidSelector, LabelSelector
 from landb_webhook.landb.names import validate_label
 
 
@@ -112,11 +112,21 @@ class Settings(BaseSettings):
         "json", description="json for production, console for humans."
     )
 
-    @field_validator("ingress_selector", "ingress_pod_selector")
+    @field_validator("ingress_selector")
     @classmethod
-    def _selector_parses(cls, value: str) -> str:
+    def _selectors_parse(cls, value: str) -> str:
         try:
             AnySelector.parse(value)
+        except InvalidSelector as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("ingress_pod_selector")
+    @classmethod
+    def _selector_parses(cls, value: str) -> str:
+        """One selector: the API server selects the pods, and it knows no ``;``."""
+        try:
+            LabelSelector.parse(value)
         except InvalidSelector as exc:
             raise ValueError(str(exc)) from None
         return value
