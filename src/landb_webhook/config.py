@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from landb_webhook.adapters.selector import AnySelector, InvalidSelector, LabelSelector
@@ -112,21 +112,13 @@ class Settings(BaseSettings):
         "json", description="json for production, console for humans."
     )
 
-    @field_validator("ingress_selector")
+    @field_validator("ingress_selector", "ingress_pod_selector")
     @classmethod
-    def _selectors_parse(cls, value: str) -> str:
+    def _selector_parses(cls, value: str, info: ValidationInfo) -> str:
+        """Node selectors may be several (``;``); the pod one goes to the API server, which takes one."""
+        parse = AnySelector.parse if info.field_name == "ingress_selector" else LabelSelector.parse
         try:
-            AnySelector.parse(value)
-        except InvalidSelector as exc:
-            raise ValueError(str(exc)) from None
-        return value
-
-    @field_validator("ingress_pod_selector")
-    @classmethod
-    def _selector_parses(cls, value: str) -> str:
-        """One selector: the API server selects the pods, and it knows no ``;``."""
-        try:
-            LabelSelector.parse(value)
+            parse(value)
         except InvalidSelector as exc:
             raise ValueError(str(exc)) from None
         return value
