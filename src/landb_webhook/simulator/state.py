@@ -499,10 +499,19 @@ class SimulatorState:
 
         return self.kube.mutate(NODES, None, name, change)
 
-    def set_node_ready(self, name: str, ready: bool, *, status: Literal["False", "Unknown"] = "False") -> Obj:
+    def set_node_ready(
+        self,
+        name: str,
+        ready: bool,
+        *,
+        status: Literal["False", "Unknown"] = "False",
+        since: datetime | None = None,
+    ) -> Obj:
         """Set the Ready condition (``status`` when not ready: ``Unknown`` is what the node lifecycle
-        controller writes when the kubelet stops posting); its lastTransitionTime moves only on a change."""
-        return self.kube.mutate(NODES, None, name, lambda node: _set_ready(node, "True" if ready else status))
+        controller writes when the kubelet stops posting); its lastTransitionTime moves only on a change,
+        to now or to ``since`` (a node that has been NotReady for a while, without waiting that long)."""
+        condition = "True" if ready else status
+        return self.kube.mutate(NODES, None, name, lambda node: _set_ready(node, condition, since=since))
 
     def cordon_node(self, name: str, cordoned: bool = True) -> Obj:
         """``kubectl cordon`` / ``uncordon``: spec.unschedulable."""
@@ -574,13 +583,14 @@ class SimulatorState:
         return self.kube.compact()
 
 
-def _set_ready(obj: Obj, status: str, *also: str) -> None:
-    """Set the Ready condition (and ``also`` those) to ``status``, moving lastTransitionTime on a change."""
-    now = _timestamp()
+def _set_ready(obj: Obj, status: str, *also: str, since: datetime | None = None) -> None:
+    """Set the Ready condition (and ``also`` those) to ``status``, moving lastTransitionTime on a change
+    (to ``since`` if given, even without one)."""
+    moment = _timestamp() if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for condition in obj.setdefault("status", {}).setdefault("conditions", []):
-        if condition.get("type") in ("Ready", *also) and condition.get("status") != status:
+        if condition.get("type") in ("Ready", *also) and (condition.get("status") != status or since):
             condition["status"] = status
-            condition["lastTransitionTime"] = now
+            condition["lastTransitionTime"] = moment
 
 
 def _check_vm_state(vm_state: str) -> None:
