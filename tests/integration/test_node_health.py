@@ -185,6 +185,28 @@ def test_a_node_coming_back_regains_its_aliases_with_the_same_index(make_cluster
     assert cluster.placement() == before
 
 
+def test_nodes_coming_back_in_another_order_each_regain_their_own_index(make_cluster: Any) -> None:
+    """The smallest free N would swap them; the provider remembers the Ns it removed."""
+    cluster = make_cluster(ingress_nodes=4, workers=0)
+    cluster.want("app")
+    cluster.settles_in_one_loop()
+    before = cluster.placement()
+    first_out, second_out = cluster.nodes[3], cluster.nodes[1]
+    for node in (first_out, second_out):
+        cluster.sim.state.set_node_ready(node, False)
+        cluster.cache_sees(node, lambda n: not n.ready, f"{node} NotReady")
+        cluster.clock.pass_grace()
+        cluster.settles_in_one_loop()
+        assert cluster.aliases(node) == {}
+
+    for node in (first_out, second_out):  # the one whose N is larger comes back first
+        cluster.sim.state.set_node_ready(node, True)
+        cluster.cache_sees(node, lambda n: n.ready, f"{node} Ready")
+        cluster.settles_in_one_loop()
+        assert cluster.aliases(node) == before[node]
+    assert cluster.placement() == before
+
+
 def test_the_last_carriers_are_never_removed_however_long_they_are_unhealthy(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=2)
     first, second = cluster.nodes[:2]

@@ -23,7 +23,7 @@ from landb_webhook.landb.plan import Plan, Refusal, carriers, plan_changes
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
 from landb_webhook.provider.executor import Outcome, PlanExecutor
-from landb_webhook.provider.health import HealthPolicy, Placement, Verdict
+from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
 from landb_webhook.provider.interface import ApplyError
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
@@ -70,6 +70,7 @@ class LandbProvider:
         )
         self._apply_lock = Lock()
         self._warned: set[tuple[str, str]] = set()
+        self._departed = DepartedIndices()
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
 
@@ -182,7 +183,9 @@ class LandbProvider:
             floor=self._options.index_floor,
             max_length=self._options.max_value_length,
             quota=self._servers.max_metadata_items() if wanted else 0,
+            preferred=self._departed.preferred(),
         )
+        self._departed.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
         self._log_plan(plan, len(inventory.server_states()))
 
