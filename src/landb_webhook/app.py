@@ -64,7 +64,7 @@ def build_provider(
     if settings.os_cloud_conf is not None:
         cloudconf.connection_options(settings.os_cloud_conf)  # a broken file stops start-up, not Records
     api_client = api_client_for(settings.kubeconfig)
-    nodes = KubernetesNodeSource.from_settings(settings, api_client)
+    nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
     servers = OpenStackServerStore.from_settings(settings)
     ownership: OwnershipStore
     if settings.ownership_store == "configmap":

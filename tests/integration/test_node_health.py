@@ -313,6 +313,38 @@ def test_with_the_pod_selector_a_node_whose_controller_is_not_ready_carries_noth
     assert [cluster.aliases(n) for n in nodes] == [{"app": 0}, {"app": 1}, {"app": 2}, {}]
 
 
+def test_a_controller_rollout_within_the_grace_period_moves_nothing(
+    make_cluster: Any, simulator: Simulator
+) -> None:
+    def controllers(nodes: list[str]) -> None:
+        for i, node in enumerate(nodes[:3]):
+            simulator.state.add_pod(NAMESPACE, f"controller-{i}", node=node, labels=CONTROLLER)
+
+    cluster = make_cluster(seed=controllers, ingress_pod_selector="app.kubernetes.io/name=ingress-nginx")
+    nodes = cluster.nodes
+    cluster.want("app")
+    cluster.settles_in_one_loop()
+    before = cluster.placement()
+
+    # The old pod goes, its replacement is not Ready yet: the gap is counted from when the old one went.
+    simulator.state.delete_pod(NAMESPACE, "controller-0")
+    cluster.cache_sees(nodes[0], lambda n: n.controller_ready is False, "the old pod gone")
+    simulator.state.add_pod(NAMESPACE, "controller-0-new", node=nodes[0], labels=CONTROLLER, ready=False)
+    cluster.sim.state.reset_api_calls()
+    assert cluster.loop().is_empty
+    assert metadata_writes(cluster.sim) == 0
+
+    # A replacement that never becomes Ready: past the grace period the node hands its aliases over.
+    cluster.clock.pass_grace()
+    cluster.settles_in_one_loop()
+    assert cluster.aliases(nodes[0]) == {}
+
+    simulator.state.set_pod_ready(NAMESPACE, "controller-0-new", True)
+    cluster.cache_sees(nodes[0], lambda n: bool(n.controller_ready), "the new pod Ready")
+    cluster.settles_in_one_loop()
+    assert cluster.placement() == before
+
+
 def test_nodes_match_when_any_of_several_selectors_does(make_cluster: Any) -> None:
     cluster = make_cluster(
         ingress_nodes=2, workers=1, ingress_selector="role=ingress;node-role.kubernetes.io/ingress"

@@ -214,8 +214,13 @@ class KubernetesNodeSource:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, api_client: client.ApiClient | None = None
+        cls,
+        settings: Settings,
+        api_client: client.ApiClient | None = None,
+        *,
+        wall_clock: Callable[[], float] = time.time,
     ) -> KubernetesNodeSource:
+        """``wall_clock`` (epoch seconds) must be the one the provider measures grace periods with."""
         return cls(
             api_client or api_client_for(settings.kubeconfig),
             ingress_selector=settings.ingress_selector,
@@ -223,6 +228,7 @@ class KubernetesNodeSource:
             ingress_pod_selector=settings.ingress_pod_selector,
             ingress_pod_namespace=settings.ingress_pod_namespace,
             request_timeout=settings.upstream_timeout,
+            wall_clock=wall_clock,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
