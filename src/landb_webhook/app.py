@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -15,6 +17,7 @@ from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore
 from landb_webhook.provider.core import LandbProvider, ProviderOptions
+from landb_webhook.provider.health import HealthPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -45,16 +48,23 @@ def provider_options(settings: Settings) -> ProviderOptions:
         write_concurrency=settings.write_concurrency,
         inventory_max_age=settings.inventory_max_age,
         dry_run=settings.dry_run,
+        health=HealthPolicy(
+            grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
+        ),
     )
 
 
-def build_provider(settings: Settings, metrics: Metrics) -> tuple[LandbProvider, Resources]:
+def build_provider(
+    settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time
+) -> tuple[LandbProvider, Resources]:
     """Wire the adapters. Makes no remote call: the node watch starts in the background and
-    OpenStack authenticates on first use, so negotiation is answered at once."""
+    OpenStack authenticates on first use, so negotiation is answered at once.
+
+    ``clock`` (epoch seconds) is what node grace periods are measured with."""
     if settings.os_cloud_conf is not None:
         cloudconf.connection_options(settings.os_cloud_conf)  # a broken file stops start-up, not Records
     api_client = api_client_for(settings.kubeconfig)
-    nodes = KubernetesNodeSource.from_settings(settings, api_client)
+    nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
     servers = OpenStackServerStore.from_settings(settings)
     ownership: OwnershipStore
     if settings.ownership_store == "configmap":
@@ -66,6 +76,6 @@ def build_provider(settings: Settings, metrics: Metrics) -> tuple[LandbProvider,
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
             consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",
         )
-    provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics)
+    provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics, clock=clock)
     nodes.start()
     return provider, Resources(nodes=nodes, servers=servers)

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from landb_webhook.adapters.selector import AnySelector, InvalidSelector, LabelSelector
 from landb_webhook.landb.names import validate_label
 
 
@@ -39,11 +40,31 @@ class Settings(BaseSettings):
         None, description="Kubeconfig file; unset means in-cluster config, then $KUBECONFIG."
     )
     ingress_selector: str = Field(
-        "role=ingress", description="Label selector of the nodes that carry the aliases."
+        "role=ingress",
+        description="Label selector of the nodes that carry the aliases; several separated by `;` "
+        "match when any does (`role=ingress;node-role.kubernetes.io/ingress`).",
     )
     exclude_label: str = Field(
         "node.kubernetes.io/exclude-from-external-load-balancers",
         description="Nodes with this label never carry aliases, even if they match the selector.",
+    )
+
+    node_grace_period: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds an unhealthy ingress node (NotReady or Unknown, being deleted, no Ready "
+        "ingress controller pod) keeps its aliases, counted from when it became unhealthy.",
+    )
+    cordoned_nodes_carry: bool = Field(
+        True, description="Whether a cordoned (unschedulable) ingress node keeps carrying aliases."
+    )
+    ingress_pod_selector: str = Field(
+        "",
+        description="Label selector of the ingress controller's pods (`app.kubernetes.io/name="
+        "ingress-nginx`); when set, a node carries aliases only while a Ready one runs on it.",
+    )
+    ingress_pod_namespace: str | None = Field(
+        None, description="Namespace of the ingress controller's pods; unset means every namespace."
     )
 
     # OpenStack
@@ -90,6 +111,17 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = Field(
         "json", description="json for production, console for humans."
     )
+
+    @field_validator("ingress_selector", "ingress_pod_selector")
+    @classmethod
+    def _selector_parses(cls, value: str, info: ValidationInfo) -> str:
+        """Node selectors may be several (``;``); the pod one goes to the API server, which takes one."""
+        parse = AnySelector.parse if info.field_name == "ingress_selector" else LabelSelector.parse
+        try:
+            parse(value)
+        except InvalidSelector as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("dns_domain")
     @classmethod

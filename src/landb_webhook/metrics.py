@@ -49,6 +49,10 @@ class Metrics:
     """Aliases published by this cluster's ingress nodes at the last inventory."""
     ingress_nodes: Gauge
     """Nodes currently selected to carry aliases."""
+    ingress_nodes_unhealthy: Gauge
+    """Ingress nodes that are not healthy, by ``state``: ``grace`` (still carrying) or ``out``."""
+    unhealthy_nodes_kept: Gauge
+    """Unhealthy ingress nodes kept carrying because no healthy one is left (alert when above 0)."""
     last_apply_success_timestamp_seconds: Gauge
     """Unix time of the last ApplyChanges that fully succeeded."""
 
@@ -116,6 +120,17 @@ class Metrics:
                 "Nodes currently selected to carry aliases.",
                 registry=registry,
             ),
+            ingress_nodes_unhealthy=Gauge(
+                f"{PREFIX}_ingress_nodes_unhealthy",
+                "Ingress nodes that are not healthy, by state: grace (still carrying) or out.",
+                ["state"],
+                registry=registry,
+            ),
+            unhealthy_nodes_kept=Gauge(
+                f"{PREFIX}_unhealthy_nodes_kept",
+                "Unhealthy ingress nodes kept carrying aliases because no healthy ingress node is left.",
+                registry=registry,
+            ),
             last_apply_success_timestamp_seconds=Gauge(
                 f"{PREFIX}_last_apply_success_timestamp_seconds",
                 "Unix time of the last ApplyChanges that fully succeeded.",
@@ -126,4 +141,6 @@ class Metrics:
         for operation in WRITE_OPERATIONS:
             for result in WRITE_RESULTS:
                 metrics.metadata_writes_total.labels(operation=operation, result=result)
+        for state in ("grace", "out"):
+            metrics.ingress_nodes_unhealthy.labels(state=state)
         return metrics

@@ -23,6 +23,20 @@ class Node:
     internal_ips: tuple[str, ...]
     """InternalIP addresses, IPv4 only, sorted."""
     is_ingress: bool
+    ready: bool = True
+    """The Ready condition's status is "True"; a node without the condition is not ready."""
+    ready_changed_at: float | None = None
+    """Epoch seconds of the Ready condition's lastTransitionTime; None when unknown."""
+    deleting: bool = False
+    """``metadata.deletionTimestamp`` is set: the node is on its way out (finalizers still hold it)."""
+    deleting_since: float | None = None
+    """Epoch seconds of ``metadata.deletionTimestamp``; None when not being deleted or unknown."""
+    unschedulable: bool = False
+    """``spec.unschedulable``: the node is cordoned."""
+    controller_ready: bool | None = None
+    """A Ready ingress-controller pod runs on the node; None when no pod selector is configured."""
+    controller_changed_at: float | None = None
+    """Epoch seconds since when the node has had no Ready controller pod; None when unknown."""
 
 
 @dataclass(frozen=True)

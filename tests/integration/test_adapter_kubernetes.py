@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -50,7 +51,10 @@ def test_the_first_list_fills_the_cache_with_every_node(simulator: Any, make_nod
     )
     with make_node_source() as source:
         assert source.wait_synced(5)
-        assert list(source.nodes()) == [
+        nodes = list(source.nodes())
+        # Registered Ready just now; when exactly is the simulator's clock, not this test's concern.
+        assert all(node.ready and node.ready_changed_at is not None for node in nodes)
+        assert [replace(node, ready_changed_at=None) for node in nodes] == [
             Node("cluster-node-0", server_id, ("188.184.2.9", "188.184.2.10"), is_ingress=True),
             Node("cluster-node-1", None, ("188.184.2.11",), is_ingress=False),
             Node("cluster-node-2", None, ("188.184.2.12",), is_ingress=False),
@@ -155,7 +159,7 @@ def test_stop_ends_a_quiet_watch_promptly(
     started = time.monotonic()
     source.stop(timeout=5)
     assert time.monotonic() - started < 2
-    assert source._thread is not None and not source._thread.is_alive()
+    assert source.synced and not source.running
 
 
 def test_a_malformed_selector_fails_at_start_up(kube_api_client: client.ApiClient) -> None:
@@ -216,3 +220,75 @@ def _answers(source: KubernetesNodeSource) -> bool:
     except UpstreamError:
         return False
     return True
+
+
+CONTROLLER = {"app.kubernetes.io/name": "ingress-nginx"}
+CONTROLLER_SELECTOR = "app.kubernetes.io/name=ingress-nginx"
+
+
+def test_node_health_reaches_the_cache(
+    simulator: Any, make_node_source: MakeSource, eventually: Eventually
+) -> None:
+    state = simulator.state
+    state.add_node("cluster-node-0", labels={"role": "ingress"}, finalizers=["example.org/drain"])
+    state.add_node("cluster-node-1", labels={"role": "ingress"})
+    with make_node_source() as source:
+        assert source.wait_synced(5)
+        assert all(node.controller_ready is None for node in source.nodes())  # no pod selector
+        state.set_node_ready("cluster-node-1", False, status="Unknown")
+        state.cordon_node("cluster-node-1")
+        state.delete_node("cluster-node-0")
+        eventually(lambda: by_name(source)["cluster-node-0"].deleting, what="the deletionTimestamp")
+        eventually(lambda: by_name(source)["cluster-node-1"].unschedulable, what="the cordon")
+        lost = by_name(source)["cluster-node-1"]
+        assert not lost.ready and lost.ready_changed_at is not None
+        assert by_name(source)["cluster-node-0"].deleting_since is not None
+        state.remove_finalizers("cluster-node-0")
+        eventually(lambda: list(by_name(source)) == ["cluster-node-1"], what="the node to go")
+
+
+def test_with_a_pod_selector_each_node_says_whether_a_ready_controller_runs_on_it(
+    simulator: Any, make_node_source: MakeSource, eventually: Eventually
+) -> None:
+    state = simulator.state
+    for i in range(4):
+        state.add_node(f"cluster-node-{i}", labels={"role": "ingress"})
+    state.add_pod("ingress", "controller-0", node="cluster-node-0", labels=CONTROLLER)
+    state.add_pod("ingress", "controller-1", node="cluster-node-1", labels=CONTROLLER, ready=False)
+    state.add_pod("elsewhere", "controller-2", node="cluster-node-2", labels=CONTROLLER)  # other namespace
+    state.add_pod("ingress", "sidecar-3", node="cluster-node-3", labels={"app": "sidecar"})  # not selected
+
+    def controllers(source: KubernetesNodeSource) -> dict[str, bool | None]:
+        return {node.name: node.controller_ready for node in source.nodes()}
+
+    with make_node_source(
+        ingress_pod_selector=CONTROLLER_SELECTOR, ingress_pod_namespace="ingress"
+    ) as source:
+        assert source.wait_synced(5)
+        assert controllers(source) == {
+            "cluster-node-0": True,
+            "cluster-node-1": False,
+            "cluster-node-2": False,
+            "cluster-node-3": False,
+        }
+        assert by_name(source)["cluster-node-1"].controller_changed_at is not None
+        assert by_name(source)["cluster-node-2"].controller_changed_at is None  # never seen one
+
+        state.set_pod_ready("ingress", "controller-1", True)
+        eventually(lambda: controllers(source)["cluster-node-1"], what="controller-1 Ready")
+        before = time.time()
+        state.delete_pod("ingress", "controller-0")
+        eventually(lambda: controllers(source)["cluster-node-0"] is False, what="controller-0 gone")
+        gone = by_name(source)["cluster-node-0"].controller_changed_at
+        assert gone is not None and gone >= before  # a replacement pod has the grace period to come up
+
+
+def test_without_a_namespace_the_pod_selector_looks_everywhere(
+    simulator: Any, make_node_source: MakeSource
+) -> None:
+    state = simulator.state
+    state.add_node("cluster-node-0", labels={"role": "ingress"})
+    state.add_pod("elsewhere", "controller-0", node="cluster-node-0", labels=CONTROLLER)
+    with make_node_source(ingress_pod_selector=CONTROLLER_SELECTOR) as source:
+        assert source.wait_synced(5)
+        assert [node.controller_ready for node in source.nodes()] == [True]

@@ -97,3 +97,24 @@ def test_openstack_server_list(simulator: Simulator, sim_clients: ClientConfig, 
     assert listed["Status"] == "ACTIVE"
     assert listed["Image Name"] == "ALMA9 - x86_64"
     assert listed["Properties"]["landb-mainuser"] == "kubernetes-admins"
+
+
+@needs_kubectl
+def test_kubectl_cordon_get_pods_and_describe_node(
+    simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]
+) -> None:
+    simulator.state.add_pod("ingress", "controller-0", node=cluster[0], labels={"app": "nginx"})
+    simulator.state.add_pod("ingress", "controller-1", node=cluster[1], labels={"app": "nginx"}, ready=False)
+
+    kubectl("cordon", cluster[0])
+    node = simulator.state.node(cluster[0])
+    assert node is not None and node["spec"]["unschedulable"] is True
+    assert kubectl("get", "node", cluster[0]).splitlines()[1].split()[1] == "Ready,SchedulingDisabled"
+
+    rows = [line.split() for line in kubectl("get", "pods", "-n", "ingress", "-o", "wide").splitlines()]
+    assert rows[0][:3] == ["NAME", "READY", "STATUS"]
+    assert [(row[0], row[1], row[-1]) for row in rows[1:]] == [
+        ("controller-0", "1/1", cluster[0]),
+        ("controller-1", "0/1", cluster[1]),
+    ]
+    assert "controller-0" in kubectl("describe", "node", cluster[0])

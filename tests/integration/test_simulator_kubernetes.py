@@ -397,3 +397,86 @@ def test_an_injected_fault_is_a_status_the_client_understands(
         core.list_node()
     assert (raised.value.status, status_of(raised.value)["reason"]) == (503, "ServiceUnavailable")
     assert names(core.list_node().items) == cluster
+
+
+# -- node health and pods --------------------------------------------------------------------------
+
+
+def ready_condition(node: Any) -> Any:
+    return next(c for c in node.status.conditions if c.type == "Ready")
+
+
+def test_node_readiness_and_cordon_show_in_the_node_with_a_transition_time(
+    simulator: Simulator, cluster: list[str], core: client.CoreV1Api
+) -> None:
+    before = ready_condition(core.read_node(cluster[0])).last_transition_time
+    simulator.state.set_node_ready(cluster[0], False, status="Unknown")
+    simulator.state.cordon_node(cluster[1])
+
+    lost = ready_condition(core.read_node(cluster[0]))
+    assert lost.status == "Unknown"
+    assert lost.last_transition_time >= before
+    assert core.read_node(cluster[1]).spec.unschedulable is True
+    assert names(core.list_node(field_selector="spec.unschedulable=true").items) == [cluster[1]]
+
+    unchanged = simulator.state.set_node_ready(cluster[0], False, status="Unknown")
+    assert unchanged["metadata"]["resourceVersion"] == core.read_node(cluster[0]).metadata.resource_version
+
+
+def test_a_node_with_finalizers_is_marked_deleted_and_goes_when_they_do(
+    simulator: Simulator, core: client.CoreV1Api
+) -> None:
+    simulator.state.add_node("draining", labels={"role": "ingress"}, finalizers=["example.org/drain"])
+    since = core.list_node().metadata.resource_version
+
+    core.delete_node("draining")
+    marked = core.read_node("draining")
+    assert marked.metadata.deletion_timestamp is not None
+    core.delete_node("draining")  # again: still there, still the same deletionTimestamp
+    assert core.read_node("draining").metadata.deletion_timestamp == marked.metadata.deletion_timestamp
+
+    simulator.state.remove_finalizers("draining")
+    with pytest.raises(ApiException) as raised:
+        core.read_node("draining")
+    assert raised.value.status == 404
+
+    watcher = watch.Watch()
+    events = collect(watcher.stream(core.list_node, resource_version=since, timeout_seconds=5), 2)
+    watcher.stop()
+    assert events == [("MODIFIED", "draining"), ("DELETED", "draining")]
+
+
+def test_pods_list_and_watch_by_namespace_labels_and_node(
+    simulator: Simulator, cluster: list[str], core: client.CoreV1Api
+) -> None:
+    controller = {"app.kubernetes.io/name": "ingress-nginx"}
+    simulator.state.add_pod("ingress", "controller-a", node=cluster[0], labels=controller)
+    simulator.state.add_pod("ingress", "controller-b", node=cluster[1], labels=controller, ready=False)
+    simulator.state.add_pod("other", "controller-c", node=cluster[2], labels=controller)
+    simulator.state.add_pod("ingress", "sidecar", node=cluster[0], labels={"app": "sidecar"})
+
+    selector = "app.kubernetes.io/name=ingress-nginx"
+    in_namespace = core.list_namespaced_pod("ingress", label_selector=selector)
+    assert names(in_namespace.items) == ["controller-a", "controller-b"]
+    everywhere = core.list_pod_for_all_namespaces(label_selector=selector)
+    assert names(everywhere.items) == ["controller-a", "controller-b", "controller-c"]
+    on_node = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={cluster[0]}")
+    assert names(on_node.items) == ["controller-a", "sidecar"]
+    ready = {p.metadata.name: ready_condition(p).status for p in in_namespace.items}
+    assert ready == {"controller-a": "True", "controller-b": "False"}
+
+    since = in_namespace.metadata.resource_version
+    simulator.state.set_pod_ready("ingress", "controller-b", True)
+    simulator.state.set_pod_ready("other", "controller-c", False)  # another namespace: not seen
+    simulator.state.delete_pod("ingress", "controller-a")
+    watcher = watch.Watch()
+    stream = watcher.stream(
+        core.list_namespaced_pod,
+        "ingress",
+        label_selector=selector,
+        resource_version=since,
+        timeout_seconds=5,
+    )
+    events = collect(stream, 2)
+    watcher.stop()
+    assert events == [("MODIFIED", "controller-b"), ("DELETED", "controller-a")]

@@ -58,7 +58,10 @@ def _node(name: str, labels: dict[str, str], provider_id: str | None = None) -> 
     return {
         "metadata": {"name": name, "labels": labels},
         "spec": spec,
-        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
@@ -81,9 +84,61 @@ def test_no_exclude_label_configured_means_no_exclusion() -> None:
 
 def test_a_node_without_labels_status_or_spec_is_still_a_node() -> None:
     node = NodeClassifier("role=ingress", EXCLUDE).node({"metadata": {"name": "bare"}})
-    assert node == Node(name="bare", server_id=None, internal_ips=(), is_ingress=False)
+    # No Ready condition is not Ready: the node lifecycle controller treats it as Unknown too.
+    assert node == Node(name="bare", server_id=None, internal_ips=(), is_ingress=False, ready=False)
 
 
 def test_a_malformed_selector_fails_at_construction() -> None:
     with pytest.raises(InvalidSelector):
         NodeClassifier("role in (ingress", EXCLUDE)
+
+
+def _with_health(
+    ready: str | None,
+    transition: str | None = "2026-11-23T10:00:00Z",
+    deletion: str | None = None,
+    unschedulable: object = None,
+) -> dict[str, Any]:
+    obj = _node("n", {"role": "ingress"})
+    if ready is not None:
+        obj["status"]["conditions"] = [
+            {"type": "MemoryPressure", "status": "False", "lastTransitionTime": "2020-01-01T00:00:00Z"},
+            {"type": "Ready", "status": ready, "lastTransitionTime": transition},
+        ]
+    if deletion is not None:
+        obj["metadata"]["deletionTimestamp"] = deletion
+    if unschedulable is not None:
+        obj["spec"]["unschedulable"] = unschedulable
+    return obj
+
+
+TEN_O_CLOCK = 1_795_428_000.0  # 2026-11-23T10:00:00Z
+
+
+@pytest.mark.parametrize(("status", "ready"), [("True", True), ("False", False), ("Unknown", False)])
+def test_only_a_ready_condition_that_is_true_makes_a_node_ready(status: str, ready: bool) -> None:
+    node = NodeClassifier("role=ingress", EXCLUDE).node(_with_health(status))
+    assert node.ready is ready
+    assert node.ready_changed_at == TEN_O_CLOCK
+
+
+@pytest.mark.parametrize("transition", [None, "", "yesterday", "2026-11-23T10:00:00"])
+def test_an_unreadable_transition_time_is_unknown_not_an_error(transition: str | None) -> None:
+    node = NodeClassifier("role=ingress", EXCLUDE).node(_with_health("False", transition))
+    assert not node.ready
+    assert node.ready_changed_at is None
+
+
+def test_a_deletion_timestamp_marks_the_node_as_being_deleted_since_then() -> None:
+    node = NodeClassifier("role=ingress", EXCLUDE).node(_with_health("True", deletion="2026-11-23T10:00:00Z"))
+    assert node.deleting
+    assert node.deleting_since == TEN_O_CLOCK
+    assert not NodeClassifier("role=ingress", EXCLUDE).node(_with_health("True")).deleting
+
+
+@pytest.mark.parametrize(
+    ("value", "cordoned"), [(True, True), (False, False), (None, False), ("true", False)]
+)
+def test_spec_unschedulable_is_a_cordon_only_when_it_is_true(value: object, cordoned: bool) -> None:
+    node = NodeClassifier("role=ingress", EXCLUDE).node(_with_health("True", unschedulable=value))
+    assert node.unschedulable is cordoned

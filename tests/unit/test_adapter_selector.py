@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from landb_webhook.adapters.selector import (
+    AnySelector,
     InvalidSelector,
     LabelSelector,
     is_valid_label_key,
@@ -136,3 +137,31 @@ def test_label_key_rules(key: str, valid: bool) -> None:
 )
 def test_label_value_rules(value: str, valid: bool) -> None:
     assert is_valid_label_value(value) is valid
+
+
+ROLE_LABEL = {"node-role.kubernetes.io/ingress": ""}
+
+
+@pytest.mark.parametrize(
+    ("selectors", "labels", "expected"),
+    [
+        ("role=ingress;node-role.kubernetes.io/ingress", INGRESS, True),
+        ("role=ingress;node-role.kubernetes.io/ingress", ROLE_LABEL, True),
+        ("role=ingress;node-role.kubernetes.io/ingress", WORKER, False),
+        ("role=ingress ; node-role.kubernetes.io/ingress", ROLE_LABEL, True),
+        ("role=ingress,kubernetes.io/os=linux;role=edge", INGRESS, True),  # commas still AND
+        ("role=ingress,kubernetes.io/os=windows;role=edge", INGRESS, False),
+        ("role=ingress", INGRESS, True),
+        ("", WORKER, True),
+    ],
+)
+def test_selectors_separated_by_semicolons_match_when_any_does(
+    selectors: str, labels: dict[str, str], expected: bool
+) -> None:
+    assert AnySelector.parse(selectors).matches(labels) is expected
+
+
+@pytest.mark.parametrize("text", ["role=ingress;", ";role=ingress", "role=ingress;;role=edge", "a=b;c in (x"])
+def test_an_empty_or_malformed_alternative_is_refused(text: str) -> None:
+    with pytest.raises(InvalidSelector):
+        AnySelector.parse(text)

@@ -53,3 +53,11 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
         settings.api_port = 1  # type: ignore[misc]
+
+
+def test_ingress_selectors_are_checked_when_the_settings_are_read() -> None:
+    assert Settings(ingress_selector="role=ingress;node-role.kubernetes.io/ingress").ingress_selector
+    with pytest.raises(ValidationError, match="empty alternative"):
+        Settings(ingress_selector="role=ingress;")
+    with pytest.raises(ValidationError, match="not a valid label value"):
+        Settings(ingress_pod_selector="app=a;app=b")  # the API server selects pods: one selector only

@@ -5,6 +5,9 @@ ingress selector cannot be handed to the API server; this is the same grammar ``
 ``k=v`` / ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, ``k<n``, ``k>n``, joined
 by commas (AND). The empty selector matches every node, as in Kubernetes. The simulator's API server
 parses ``labelSelector`` with this same code, so the two can never disagree.
+
+Clusters label their ingress nodes differently (``role=ingress``, ``node-role.kubernetes.io/ingress``), so
+the webhook's settings also accept several selectors separated by ``;``, any of which may match (OR).
 """
 
 from __future__ import annotations
@@ -81,6 +84,27 @@ class LabelSelector:
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(requirement.matches(labels) for requirement in self.requirements)
+
+
+ALTERNATIVES = ";"
+
+
+@dataclass(frozen=True)
+class AnySelector:
+    """Selectors separated by ``;``: labels match when any one of them matches (OR)."""
+
+    alternatives: tuple[LabelSelector, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> AnySelector:
+        """Parse ``a=b;c`` or raise InvalidSelector; one selector alone is the plain Kubernetes grammar."""
+        parts = text.split(ALTERNATIVES)
+        if len(parts) > 1 and any(not part.strip() for part in parts):
+            raise InvalidSelector(f"label selectors {text!r}: empty alternative (stray ';'?)")
+        return cls(tuple(LabelSelector.parse(part) for part in parts))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return any(selector.matches(labels) for selector in self.alternatives)
 
 
 def _split_top_level(text: str) -> list[str]:

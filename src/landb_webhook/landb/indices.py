@@ -9,7 +9,9 @@ N is a discriminator, not a position, and it must be unique per alias across Lan
 3. *Unique*: if two wanted carriers hold the same N, the first in (server name, server id) order keeps it
    and the other is treated as new.
 4. *New carriers* take the smallest N >= ``floor`` that no visible server holds for that alias -- not even
-   a server that is about to lose it, because during make-before-break both exist at once.
+   a server that is about to lose it, because during make-before-break both exist at once. A carrier
+   coming back (a node healthy again) first gets the N it last held, its ``preferred`` one, if that is
+   still free.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ def assign_indices(
     *,
     pinned: Mapping[str, Iterable[int]] | None = None,
     floor: int = 0,
+    preferred: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
     """Map each wanted carrier (server ids, in tie-break order) to its N for one alias.
 
     ``held`` gives the Ns each visible server carries for the alias (in any key, ours or frozen);
-    ``pinned`` the subset of those a server holds in a form we never edit.
+    ``pinned`` the subset of those a server holds in a form we never edit; ``preferred`` the N a
+    server that holds none would like back.
     """
     pinned = pinned or {}
     used: set[int] = set()
@@ -50,6 +54,15 @@ def assign_indices(
     for server in wanted:
         if server not in assigned:
             keep_one(server, held.get(server, ()))
+
+    holders = {server for server, indices in held.items() for _ in indices}
+    for server in wanted:  # a returning carrier (one holding no N): its last N, if still free
+        again = (preferred or {}).get(server)
+        if server in holders or server in assigned or again is None:
+            continue
+        if again >= floor and again not in used | claimed:
+            assigned[server] = again
+            claimed.add(again)
 
     candidate = floor
     for server in wanted:

@@ -83,12 +83,13 @@ def plan_changes(
     floor: int = 0,
     max_length: int = 254,
     quota: int = 128,
+    preferred: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Plan:
     """Plan the writes that make exactly ``wanted[label]`` (server ids) carry each label in ``wanted``.
 
     Labels absent from ``wanted`` are not looked at; ``wanted[label]`` empty withdraws the label.
     An addition that cannot be written (value length, quota) is refused, and its label then loses no
-    token anywhere in this plan.
+    token anywhere in this plan. ``preferred[label][server id]`` is the N a returning carrier last held.
     """
     aliases = {s.server_id: read_aliases(s.metadata) for s in servers}
     adds: dict[str, list[LoadToken]] = defaultdict(list)
@@ -105,7 +106,9 @@ def plan_changes(
             for sid, found in aliases.items()
         }
         targets = [s.server_id for s in order if s.server_id in wanted[label]]
-        assigned = assign_indices(targets, held, pinned=pinned, floor=floor)
+        assigned = assign_indices(
+            targets, held, pinned=pinned, floor=floor, preferred=(preferred or {}).get(label)
+        )
         for server in order:
             found = aliases[server.server_id]
             mine = [(text, token) for _, text, token in found.editable_tokens() if token.label == label]

@@ -10,8 +10,9 @@ One ApplyChanges, in order (docs/architecture.md, invariants 3 and 4):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from threading import Lock
 
 import structlog
@@ -22,8 +23,9 @@ from landb_webhook.landb.plan import Plan, Refusal, carriers, plan_changes
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
 from landb_webhook.provider.executor import Outcome, PlanExecutor
+from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
 from landb_webhook.provider.interface import ApplyError
-from landb_webhook.provider.inventory import InventoryReader
+from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
 
 log = structlog.get_logger(__name__)
@@ -41,6 +43,7 @@ class ProviderOptions:
     write_concurrency: int = 4
     inventory_max_age: float = 30.0
     dry_run: bool = False
+    health: HealthPolicy = field(default_factory=HealthPolicy)
 
 
 class LandbProvider:
@@ -51,18 +54,25 @@ class LandbProvider:
         ownership: OwnershipStore,
         options: ProviderOptions,
         metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period."""
         self._nodes = nodes
         self._servers = servers
         self._ownership = ownership
         self._options = options
         self._metrics = metrics
+        self._clock = clock
         self._inventory = InventoryReader(nodes, servers, max_age=options.inventory_max_age)
         self._executor = PlanExecutor(
             servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=metrics
         )
         self._apply_lock = Lock()
         self._warned: set[tuple[str, str]] = set()
+        self._departed = DepartedIndices()
+        self._verdicts: dict[str, Verdict] = {}
+        """The verdicts the last Records saw, so a change of health is logged once."""
 
     # -- negotiation and health -------------------------------------------------------------
 
@@ -83,6 +93,7 @@ class LandbProvider:
         for node in inventory.unresolved_nodes():
             self._warn_once(node, "no Nova server found for this node; its aliases are not seen")
         found = carriers(inventory.server_states())
+        self._report_health(inventory)
         aliases = [
             Endpoint(dns_name_for(label, self._options.dns_domain), "A", inventory.ips_of(ids))
             for label, ids in sorted(found.items())
@@ -98,7 +109,7 @@ class LandbProvider:
     def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
         """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
         inventory = self._inventory.recent()
-        targets = inventory.ips_of(inventory.ingress_server_ids())
+        placement = self._placement(inventory)
         aliases: dict[str, Endpoint] = {}
         passed: list[Endpoint] = []
         for endpoint in endpoints:
@@ -111,7 +122,7 @@ class LandbProvider:
             aliases[label] = Endpoint(
                 dns_name=dns_name_for(label, self._options.dns_domain),
                 record_type="A",
-                targets=targets,
+                targets=inventory.ips_of(placement.carriers_of(label)),
                 labels=endpoint.labels,
             )
         return [*(aliases[label] for label in sorted(aliases)), *passed]
@@ -151,8 +162,8 @@ class LandbProvider:
         withdraw -= not_owned
         refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
 
-        ingress = inventory.ingress_server_ids()
-        if publish and not ingress:
+        placement = self._placement(inventory)
+        if publish and not placement.ingress:
             # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
             # to take every name off the air: refuse, loudly, rather than remove every alias.
             log.error(
@@ -163,14 +174,18 @@ class LandbProvider:
             self._metrics.refused_changes_total.labels(reason="no_ingress_nodes").inc()
             refused += [f"{label}: no ingress node to carry it" for label in sorted(publish)]
             publish = set()
-        wanted = {label: ingress for label in publish} | {label: frozenset() for label in withdraw}
+        wanted = {label: placement.carriers_of(label) for label in publish} | {
+            label: frozenset() for label in withdraw
+        }
         plan = plan_changes(
             inventory.server_states(),
             wanted,
             floor=self._options.index_floor,
             max_length=self._options.max_value_length,
             quota=self._servers.max_metadata_items() if wanted else 0,
+            preferred=self._departed.preferred(),
         )
+        self._departed.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
         self._log_plan(plan, len(inventory.server_states()))
 
@@ -182,6 +197,49 @@ class LandbProvider:
             deletes=[c for c in gone_claims if _label_of(owned_name(c)) not in unfinished],
         )
         self._finish(outcome, refused)
+
+    # -- node health ------------------------------------------------------------------------
+
+    def _placement(self, inventory: Inventory) -> Placement:
+        verdicts = inventory.verdicts(self._options.health, self._clock())
+        return Placement(
+            ingress=inventory.ingress_server_ids(),
+            eligible=inventory.eligible_server_ids(verdicts),
+            current=carriers(inventory.server_states()),
+        )
+
+    def _report_health(self, inventory: Inventory) -> None:
+        """Once per loop (Records opens it): metrics, and a log line whenever a node's verdict changes."""
+        verdicts = inventory.verdicts(self._options.health, self._clock())
+        out = [v for v in verdicts if not v.carries]
+        kept = out if len(out) == len(verdicts) else []
+        self._metrics.ingress_nodes_unhealthy.labels(state="grace").set(sum(v.in_grace for v in verdicts))
+        self._metrics.ingress_nodes_unhealthy.labels(state="out").set(len(out))
+        self._metrics.unhealthy_nodes_kept.set(len(kept))
+        if kept:
+            # Taking every name off the air is never the cure for sick nodes: keep them, and shout.
+            log.error(
+                "no ingress node is healthy: aliases stay on the unhealthy nodes that carry them",
+                nodes={v.node: _problems(v) for v in kept},
+            )
+        seen = {v.node: v for v in verdicts}
+        for node, verdict in sorted(seen.items()):
+            before = self._verdicts.get(node)
+            if before == verdict or (before is None and verdict.healthy):
+                continue
+            if verdict.healthy:
+                log.info("node healthy again: it carries aliases", node=node)
+            elif verdict.carries:
+                grace = self._options.health.grace_seconds
+                log.warning(
+                    "node unhealthy: it carries until its grace period ends",
+                    node=node,
+                    problems=_problems(verdict),
+                    grace_seconds=grace,
+                )
+            else:
+                log.warning("node unhealthy: it carries no alias", node=node, problems=_problems(verdict))
+        self._verdicts = seen
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -277,6 +335,10 @@ class LandbProvider:
         if problems:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._metrics.last_apply_success_timestamp_seconds.set_to_current_time()
+
+
+def _problems(verdict: Verdict) -> str:
+    return ", ".join(verdict.problems)
 
 
 def _label_of(dns_name: str) -> str:

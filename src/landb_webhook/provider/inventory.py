@@ -10,6 +10,7 @@ from threading import Lock
 
 from landb_webhook.landb.plan import ServerState
 from landb_webhook.ports import Node, NodeSource, Server, ServerStore
+from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 
 
 def sorted_ips(ips: Iterable[str]) -> tuple[str, ...]:
@@ -34,6 +35,15 @@ class Inventory:
         return frozenset(
             self.servers[node.name].id for node in self.nodes if node.is_ingress and node.name in self.servers
         )
+
+    def verdicts(self, policy: HealthPolicy, now: float) -> list[Verdict]:
+        """The health verdict of every ingress node that has a server."""
+        return [
+            judge(node, policy, now) for node in self.nodes if node.is_ingress and node.name in self.servers
+        ]
+
+    def eligible_server_ids(self, verdicts: Iterable[Verdict]) -> frozenset[str]:
+        return frozenset(self.servers[verdict.node].id for verdict in verdicts if verdict.carries)
 
     def ips_of(self, server_ids: Iterable[str]) -> tuple[str, ...]:
         wanted = set(server_ids)

@@ -1,4 +1,4 @@
-"""The Kubernetes core API over HTTP, at ``/``: discovery, nodes, configmaps, namespaces (read-only).
+"""The Kubernetes core API over HTTP, at ``/``: discovery, nodes, pods, configmaps, namespaces (read-only).
 
 Shaped for the official Python client and kubectl: bearer-token authentication, Status objects for errors,
 list/watch with label and field selectors, limit/continue paging, server-side Table rendering (what
@@ -27,6 +27,7 @@ from landb_webhook.simulator.kube_store import (
     CONFIGMAPS,
     KINDS,
     NODES,
+    PODS,
     Gone,
     KubeError,
     Obj,
@@ -76,7 +77,15 @@ API_RESOURCES = {
             "shortNames": ["no"],
             "storageVersionHash": "XwShjMxG9Fs=",
         },
-        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["list"]},
+        {
+            "name": "pods",
+            "singularName": "pod",
+            "namespaced": True,
+            "kind": "Pod",
+            "verbs": _VERBS,
+            "shortNames": ["po"],
+            "storageVersionHash": "xPOwRZ+Yhw8=",
+        },
     ],
 }
 
@@ -133,7 +142,7 @@ def human_age(created: str, now: datetime) -> str:
 
 def _node_cells(node: Obj, now: datetime) -> list[Any]:
     status = node.get("status", {})
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in _conditions(node))
     state = "Ready" if ready else "NotReady"
     if node.get("spec", {}).get("unschedulable"):
         state += ",SchedulingDisabled"
@@ -179,6 +188,14 @@ TABLE_COLUMNS = {
         _column("Kernel-Version", "string", "Kernel Version reported by the node.", 1),
         _column("Container-Runtime", "string", "Container runtime version reported by the node.", 1),
     ],
+    PODS: [
+        _column("Name", "string", "Name must be unique within a namespace.", fmt="name"),
+        _column("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+        _column("Status", "string", "The aggregate status of the containers in this pod."),
+        _column("Restarts", "string", "The number of times the containers in this pod have been restarted."),
+        _column("Age", "string", "CreationTimestamp is the time the object was created."),
+        _column("Node", "string", "Name of the Node this pod runs on.", 1),
+    ],
     CONFIGMAPS: [
         _column("Name", "string", "Name must be unique within a namespace.", fmt="name"),
         _column("Data", "string", "Data contains the configuration data."),
@@ -196,10 +213,26 @@ def _cells(resource: str, obj: Obj, now: datetime) -> list[Any]:
     created = obj["metadata"].get("creationTimestamp", "")
     if resource == NODES:
         return _node_cells(obj, now)
+    if resource == PODS:
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in _conditions(obj))
+        containers = len(obj.get("spec", {}).get("containers") or ())
+        phase = "Terminating" if obj["metadata"].get("deletionTimestamp") else obj["status"].get("phase")
+        return [
+            obj["metadata"]["name"],
+            f"{containers if ready else 0}/{containers}",
+            phase or "Pending",
+            0,
+            human_age(created, now),
+            obj.get("spec", {}).get("nodeName", "<none>"),
+        ]
     if resource == CONFIGMAPS:
         count = len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
         return [obj["metadata"]["name"], count, human_age(created, now)]
     return [obj["metadata"]["name"], "Active", human_age(created, now)]
+
+
+def _conditions(obj: Obj) -> list[dict[str, Any]]:
+    return list((obj.get("status") or {}).get("conditions") or ())
 
 
 def wants_table(request: Request) -> bool:
@@ -332,10 +365,12 @@ class KubeApi:
             Route("/api/v1/configmaps", resource(CONFIGMAPS, {"GET": self.collection}), methods=["GET"]),
             Route("/api/v1/namespaces", auth(self.list_namespaces), methods=["GET"]),
             Route("/api/v1/namespaces/{namespace}", auth(self.read_namespace), methods=["GET"]),
+            Route("/api/v1/pods", resource(PODS, {"GET": self.collection}), methods=["GET"]),
+            Route("/api/v1/namespaces/{namespace}/pods", resource(PODS, collection), methods=["GET", "POST"]),
+            Route("/api/v1/namespaces/{namespace}/pods/{name}", resource(PODS, single), methods=object_verbs),
             *(
                 Route(path, auth(self.empty_list), methods=["GET"])
-                for kind in ("pods", "events")
-                for path in (f"/api/v1/{kind}", f"/api/v1/namespaces/{{namespace}}/{kind}")
+                for path in ("/api/v1/events", "/api/v1/namespaces/{namespace}/events")
             ),
             Route(
                 "/api/v1/namespaces/{namespace}/configmaps",
@@ -535,6 +570,7 @@ class KubeApi:
 
     async def list_namespaces(self, request: Request) -> Response:
         items, resource_version = self.store.select(CONFIGMAPS)
+        items += self.store.select(PODS)[0]
         names = sorted(set(BUILTIN_NAMESPACES) | {item["metadata"]["namespace"] for item in items})
         objects = [_namespace_object(name, self.started) for name in names]
         metadata = {"resourceVersion": str(resource_version)}
@@ -545,10 +581,9 @@ class KubeApi:
         )
 
     async def empty_list(self, request: Request) -> Response:
-        """Pods and events exist only so ``kubectl describe node`` works: the simulator runs no pods."""
-        kind = "PodList" if request.url.path.endswith("/pods") else "EventList"
+        """Events exist only so ``kubectl describe node`` works: the simulator records none."""
         metadata = {"resourceVersion": str(self.store.resource_version)}
-        return JSONResponse({"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": []})
+        return JSONResponse({"kind": "EventList", "apiVersion": "v1", "metadata": metadata, "items": []})
 
     async def read_namespace(self, request: Request) -> Response:
         obj = _namespace_object(request.path_params["namespace"], self.started)

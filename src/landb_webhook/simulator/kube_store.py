@@ -1,9 +1,10 @@
-"""The Kubernetes object store behind the simulated API: nodes and configmaps, resourceVersions, watches.
+"""The Kubernetes object store behind the simulated API: nodes, pods, configmaps, resourceVersions, watches.
 
 It keeps the API server's contracts that clients build on: one global resourceVersion counter (strings on
 the wire), optimistic concurrency on update, a bounded event history so a watch can resume from a recent
 resourceVersion and gets 410 Gone when it asks for one that was compacted away, and label-selector watches
 that turn an object leaving or entering the selection into DELETED / ADDED, as the real API server does.
+Finalizers hold a deleted object: it gets a ``deletionTimestamp`` and goes once its last finalizer does.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from landb_webhook.adapters.selector import LabelSelector, is_valid_label_key, i
 from landb_webhook.simulator.selectors import FieldSelector
 
 NODES = "nodes"
+PODS = "pods"
 CONFIGMAPS = "configmaps"
-KINDS = {NODES: "Node", CONFIGMAPS: "ConfigMap"}
-NAMESPACED = {NODES: False, CONFIGMAPS: True}
+KINDS = {NODES: "Node", PODS: "Pod", CONFIGMAPS: "ConfigMap"}
+NAMESPACED = {NODES: False, PODS: True, CONFIGMAPS: True}
 
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 DEFAULT_EVENT_WINDOW = 10_000
@@ -268,7 +270,7 @@ class KubeStore:
 
     def __init__(self, lock: threading.RLock, *, event_window: int = DEFAULT_EVENT_WINDOW) -> None:
         self._lock = lock
-        self._objects: dict[str, dict[tuple[str, str], Obj]] = {NODES: {}, CONFIGMAPS: {}}
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {resource: {} for resource in KINDS}
         self._resource_version = 0
         self._events: deque[WatchEvent] = deque()
         self._event_window = event_window
@@ -373,7 +375,10 @@ class KubeStore:
         resource_version: str | None = None,
         uid: str | None = None,
     ) -> Obj:
-        """Delete, optionally only if the object still has this resourceVersion / uid (409 otherwise)."""
+        """Delete, optionally only if the object still has this resourceVersion / uid (409 otherwise).
+
+        An object with finalizers is only marked (``deletionTimestamp``, a MODIFIED event) and returned.
+        """
         with self._lock:
             current = self._require(resource, namespace, name)
             for field, expected in (("resourceVersion", resource_version), ("uid", uid)):
@@ -387,6 +392,16 @@ class KubeStore:
                         name=name,
                         resource=resource,
                     )
+            if current["metadata"].get("finalizers"):
+                if current["metadata"].get("deletionTimestamp"):
+                    return copy.deepcopy(current)
+                marked = copy.deepcopy(current)
+                marked["metadata"]["deletionTimestamp"] = _now()
+                return self._store(resource, marked, "MODIFIED", current)
+            return self._remove(resource, current)
+
+    def _remove(self, resource: str, current: Obj) -> Obj:
+        with self._lock:
             del self._objects[resource][_key(current)]
             self._resource_version += 1
             deleted = copy.deepcopy(current)
@@ -422,7 +437,7 @@ class KubeStore:
                 name=name,
                 resource=resource,
             )
-        for immutable in ("uid", "creationTimestamp", "name", "namespace"):
+        for immutable in ("uid", "creationTimestamp", "deletionTimestamp", "name", "namespace"):
             if immutable in current["metadata"]:
                 metadata[immutable] = current["metadata"][immutable]
             else:
@@ -433,6 +448,8 @@ class KubeStore:
         if _without_version(updated) == _without_version(current):
             # A write that changes nothing keeps the resourceVersion and emits no event, as on a real cluster.
             return copy.deepcopy(current)
+        if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
+            return self._remove(resource, updated)  # the last finalizer is gone: so is the object
         return self._store(resource, updated, "MODIFIED", current)
 
     def _store(self, resource: str, obj: Obj, event_type: str, previous: Obj | None) -> Obj:

@@ -78,3 +78,27 @@ def node_manifest(
             },
         },
     }
+
+
+def pod_manifest(
+    name: str, node: str, labels: Mapping[str, str] | None, ready: bool, since: str | None = None
+) -> dict[str, Any]:
+    """A running pod of a DaemonSet-like ingress controller, bound to ``node``; Ready or not."""
+    now = _timestamp()
+    status = "True" if ready else "False"
+    return {
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "controller", "image": "registry.k8s.io/ingress-nginx/controller"}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                {"type": "Ready", "status": status, "lastTransitionTime": since or now},
+                {"type": "ContainersReady", "status": status, "lastTransitionTime": since or now},
+            ],
+            "startTime": now,
+        },
+    }

@@ -27,8 +27,18 @@ def _unschedulable(obj: Mapping[str, Any]) -> str:
     return "true" if obj.get("spec", {}).get("unschedulable") else "false"
 
 
+def _pod_field(section: str, name: str) -> FieldGetter:
+    return lambda obj: str(obj.get(section, {}).get(name) or "")
+
+
 SUPPORTED_FIELDS: dict[str, dict[str, FieldGetter]] = {
     "nodes": {"metadata.name": _metadata_field("name"), "spec.unschedulable": _unschedulable},
+    "pods": {
+        "metadata.name": _metadata_field("name"),
+        "metadata.namespace": _metadata_field("namespace"),
+        "spec.nodeName": _pod_field("spec", "nodeName"),
+        "status.phase": _pod_field("status", "phase"),
+    },
     "configmaps": {
         "metadata.name": _metadata_field("name"),
         "metadata.namespace": _metadata_field("namespace"),

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from landb_webhook.simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
-from landb_webhook.simulator.kube_store import CONFIGMAPS, NODES, KubeStore, Obj
-from landb_webhook.simulator.manifests import FLAVOR_NAME, node_manifest
+from landb_webhook.simulator.kube_store import CONFIGMAPS, NODES, PODS, KubeStore, Obj
+from landb_webhook.simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest
 
 Api = Literal["keystone", "nova", "glance", "kubernetes"]
 MetadataOperation = Literal["POST", "PUT", "PUT_KEY", "DELETE"]
@@ -476,11 +476,16 @@ class SimulatorState:
         provider_id: str | None = None,
         internal_ips: Iterable[str] = (),
         ready: bool = True,
+        finalizers: Iterable[str] = (),
     ) -> Obj:
-        """Register a node as a kubelet would (emits ADDED); returns the stored object."""
-        return self.kube.create(
-            NODES, None, node_manifest(name, labels, provider_id, tuple(internal_ips), ready)
-        )
+        """Register a node as a kubelet would (emits ADDED); returns the stored object.
+
+        ``finalizers`` hold the node after a delete: it then has a deletionTimestamp until they go.
+        """
+        manifest = node_manifest(name, labels, provider_id, tuple(internal_ips), ready)
+        if finalizers:
+            manifest["metadata"]["finalizers"] = list(finalizers)
+        return self.kube.create(NODES, None, manifest)
 
     def label_node(self, name: str, key: str, value: str | None) -> Obj:
         """Set a label, or remove it with ``value=None`` (emits MODIFIED when something changed)."""
@@ -494,17 +499,64 @@ class SimulatorState:
 
         return self.kube.mutate(NODES, None, name, change)
 
-    def set_node_ready(self, name: str, ready: bool) -> Obj:
+    def set_node_ready(
+        self,
+        name: str,
+        ready: bool,
+        *,
+        status: Literal["False", "Unknown"] = "False",
+        since: datetime | None = None,
+    ) -> Obj:
+        """Set the Ready condition (``status`` when not ready: ``Unknown`` is what the node lifecycle
+        controller writes when the kubelet stops posting); its lastTransitionTime moves only on a change,
+        to now or to ``since`` (a node that has been NotReady for a while, without waiting that long)."""
+        condition = "True" if ready else status
+        return self.kube.mutate(NODES, None, name, lambda node: _set_ready(node, condition, since=since))
+
+    def cordon_node(self, name: str, cordoned: bool = True) -> Obj:
+        """``kubectl cordon`` / ``uncordon``: spec.unschedulable."""
+
         def change(node: Obj) -> None:
-            for condition in node.setdefault("status", {}).setdefault("conditions", []):
-                if condition.get("type") == "Ready":
-                    condition["status"] = "True" if ready else "False"
-                    condition["lastTransitionTime"] = _timestamp()
+            if cordoned:
+                node.setdefault("spec", {})["unschedulable"] = True
+            else:
+                node.setdefault("spec", {}).pop("unschedulable", None)
 
         return self.kube.mutate(NODES, None, name, change)
 
     def delete_node(self, name: str) -> None:
+        """Delete the node; one with finalizers only gets its deletionTimestamp (see remove_finalizers)."""
         self.kube.delete(NODES, None, name)
+
+    def remove_finalizers(self, name: str) -> None:
+        """What the controllers holding a deleted node do when done: the node then goes."""
+        self.kube.mutate(NODES, None, name, lambda node: node["metadata"].pop("finalizers", None))
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str,
+        labels: Mapping[str, str] | None = None,
+        ready: bool = True,
+    ) -> Obj:
+        """A running pod bound to ``node`` (emits ADDED), Ready or not."""
+        return self.kube.create(PODS, namespace, pod_manifest(name, node, labels, ready))
+
+    def set_pod_ready(self, namespace: str, name: str, ready: bool) -> Obj:
+        return self.kube.mutate(
+            PODS,
+            namespace,
+            name,
+            lambda pod: _set_ready(pod, "True" if ready else "False", "ContainersReady"),
+        )
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.kube.delete(PODS, namespace, name)
+
+    def pods(self, namespace: str | None = None) -> list[Obj]:
+        return self.kube.select(PODS, namespace)[0]
 
     def node(self, name: str) -> Obj | None:
         return self.kube.get(NODES, None, name)
@@ -529,6 +581,16 @@ class SimulatorState:
     def compact_watch_history(self) -> int:
         """Drop the watch event history: a watch resuming from an older resourceVersion gets 410 Gone."""
         return self.kube.compact()
+
+
+def _set_ready(obj: Obj, status: str, *also: str, since: datetime | None = None) -> None:
+    """Set the Ready condition (and ``also`` those) to ``status``, moving lastTransitionTime on a change
+    (to ``since`` if given, even without one)."""
+    moment = _timestamp() if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for condition in obj.setdefault("status", {}).setdefault("conditions", []):
+        if condition.get("type") in ("Ready", *also) and (condition.get("status") != status or since):
+            condition["status"] = status
+            condition["lastTransitionTime"] = moment
 
 
 def _check_vm_state(vm_state: str) -> None:

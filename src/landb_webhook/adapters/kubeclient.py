@@ -1,0 +1,80 @@
+"""The kubernetes client as the adapters use it: a dedicated ApiClient, raw JSON bodies, mapped errors."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from landb_webhook.ports import UpstreamError
+
+UPSTREAM = "kubernetes"
+_MAX_REASON_LENGTH = 200
+
+
+def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
+    """A dedicated ApiClient: the kubeconfig file if given, else in-cluster, else the default kubeconfig.
+
+    A dedicated client (never the library's global default configuration) keeps the webhook's
+    credentials out of reach of any other code in the process that uses the kubernetes package.
+    """
+    configuration = client.Configuration()
+    if kubeconfig is not None:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig), client_configuration=configuration
+        )
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return client.ApiClient(configuration)
+
+
+def json_body(response: Any) -> Any:
+    """The decoded body of a call made with ``_preload_content=False``, its connection given back."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
+def upstream_error(exc: BaseException, action: str) -> UpstreamError:
+    """Map a kubernetes-client or urllib3 failure to an UpstreamError; 4xx other than 429 is not retryable."""
+    if isinstance(exc, UpstreamError):
+        return exc
+    if isinstance(exc, ApiException):
+        release_failed_response(exc)
+        status = exc.status or 0
+        message = _status_message(exc.body) or str(exc.reason or "")
+        reason = f"{action}: HTTP {status} {message}".strip() if status else f"{action}: {message}"
+        retryable = status in {0, 429} or status >= 500
+        return UpstreamError(UPSTREAM, reason[:_MAX_REASON_LENGTH], retryable=retryable)
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}", retryable=True)
+    return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}: {exc}"[:_MAX_REASON_LENGTH])
+
+
+def release_failed_response(exc: ApiException) -> None:
+    """Close the connection of a failed call now rather than whenever the exception is collected.
+
+    The client leaves a failed response checked out of its pool, reachable only from the frames of
+    the exception's traceback; an error kept for a log line or a test would hold the socket open.
+    """
+    traceback.clear_frames(exc.__traceback__)
+
+
+def _status_message(body: object) -> str:
+    """The ``message`` of a Kubernetes Status body, if the body is one."""
+    if not isinstance(body, str | bytes) or not body:
+        return ""
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        return ""
+    return str(decoded.get("message", "")) if isinstance(decoded, dict) else ""

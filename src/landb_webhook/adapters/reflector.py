@@ -1,0 +1,229 @@
+"""One Kubernetes collection kept current in memory by list+watch in a daemon thread.
+
+Objects are handled as raw JSON dicts rather than client models: a list of a few thousand costs a
+``json.loads`` instead of a model tree per object, and each is turned at once into the small value its
+user reads. The node source runs one for nodes and, with a pod selector, one for the controller's pods.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+import structlog
+from kubernetes import watch
+
+from landb_webhook.adapters.kubeclient import UPSTREAM, json_body, upstream_error
+from landb_webhook.ports import UpstreamError
+
+log = structlog.get_logger(__name__)
+
+Value = TypeVar("Value")
+ChangeHook = Callable[[str, "Value | None", "Value | None"], None]
+
+_SHORTEST_NORMAL_WATCH = 1.0
+"""Seconds; a watch the server ends sooner than this is followed by a short pause."""
+
+
+class Reflector(Generic[Value]):
+    """The objects of one collection by ``namespace/name``, parsed; call start() once, stop() at shutdown."""
+
+    def __init__(
+        self,
+        what: str,
+        list_call: Callable[..., Any],
+        parse: Callable[[Mapping[str, Any]], Value],
+        *,
+        on_change: Callable[[str, Value | None, Value | None], None] | None = None,
+        list_options: Mapping[str, str] | None = None,
+        request_timeout: float = 5.0,
+        watch_timeout: int = 60,
+        list_page_size: int = 500,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        max_staleness: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``on_change(key, before, after)`` runs in the watch thread after each change (None: absent).
+
+        ``max_staleness`` (default: five watch periods) bounds how old the cache may be, counted from
+        the last list or watch that ended well, before items() refuses to answer from it.
+        """
+        self.what = what
+        self._list_call = list_call
+        self._parse = parse
+        self._on_change = on_change
+        self._list_options = dict(list_options or {})
+        self._request_timeout = request_timeout
+        self._watch_timeout = watch_timeout
+        self._list_page_size = list_page_size
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._max_staleness = 5.0 * watch_timeout if max_staleness is None else max_staleness
+        self._clock = clock
+        self._last_contact = -math.inf
+
+        self._lock = threading.Lock()
+        self._items: dict[str, Value] = {}
+        self.version = 0
+        """Bumped on every change of the items, so users can cache what they derive from them."""
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch: watch.Watch | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name=f"landb-{self.what}-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ends the watch thread; returns once it has exited or ``timeout`` has passed."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            # Repeated because the thread may be between creating a watch and opening its
+            # connection, when Watch.stop() has nothing to close yet.
+            current = self._watch
+            if current is not None:
+                current.stop()  # type: ignore[no-untyped-call]
+            thread.join(0.05)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def items(self) -> tuple[dict[str, Value], int]:
+        """A copy of the cache and its version; an UpstreamError before the first list or when stale."""
+        if not self._synced.is_set():
+            raise UpstreamError(UPSTREAM, f"{self.what} inventory not synced yet")
+        age = self._clock() - self._last_contact
+        if age > self._max_staleness:
+            # Aliases placed from a picture this old could land on nodes that are long gone.
+            raise UpstreamError(
+                UPSTREAM, f"{self.what} inventory is stale: no list or watch succeeded for {age:.0f} s"
+            )
+        with self._lock:
+            return dict(self._items), self.version
+
+    # -- the watch thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0
+        resource_version: str | None = None
+        while not self._stopping.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._relist()
+                started = time.monotonic()
+                resource_version = self._watch_from(resource_version)
+                self._last_contact = self._clock()
+                failures = 0
+                if time.monotonic() - started < _SHORTEST_NORMAL_WATCH:
+                    # A server that ends watches at once would otherwise make this loop spin.
+                    self._stopping.wait(self._backoff_initial)
+            except Exception as exc:
+                if self._stopping.is_set():
+                    break
+                failures += 1
+                delay = min(self._backoff_max, self._backoff_initial * 2 ** (failures - 1))
+                reason = upstream_error(exc, f"list/watch {self.what}").reason
+                log.warning(f"relisting {self.what}", reason=reason, retry_in=delay, attempt=failures)
+                resource_version = None
+                self._stopping.wait(delay)
+
+    def _relist(self) -> str:
+        """List every object (in pages), replace the cache, return the list's resourceVersion."""
+        fresh: dict[str, Value] = {}
+        continue_token: str | None = None
+        while True:
+            response: Any = self._list_call(
+                limit=self._list_page_size,
+                _continue=continue_token,
+                _preload_content=False,
+                _request_timeout=self._request_timeout,
+                **self._list_options,
+            )
+            page = json_body(response)
+            for obj in page.get("items") or ():
+                fresh[object_key(obj)] = self._parse(obj)
+            list_metadata = page.get("metadata") or {}
+            continue_token = list_metadata.get("continue") or None
+            if continue_token is None:
+                break
+        with self._lock:
+            previous = self._items
+            self._items = fresh
+            self.version += 1
+        for key in sorted(previous.keys() | fresh.keys()):
+            self._changed(key, previous.get(key), fresh.get(key))
+        self._last_contact = self._clock()
+        self._synced.set()
+        return str(list_metadata.get("resourceVersion", ""))
+
+    def _watch_from(self, resource_version: str) -> str:
+        """Apply watch events until the server ends the watch; return the last resourceVersion seen."""
+        current = watch.Watch()  # type: ignore[no-untyped-call]
+        self._watch = current
+        if self._stopping.is_set():
+            return resource_version
+        try:
+            for event in current.stream(  # type: ignore[no-untyped-call]
+                self._list_call,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self._watch_timeout,
+                _request_timeout=(self._request_timeout, self._watch_timeout + self._request_timeout),
+                **self._list_options,
+            ):
+                raw = event["raw_object"]
+                resource_version = str((raw.get("metadata") or {}).get("resourceVersion") or resource_version)
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self._set(object_key(raw), self._parse(raw))
+                elif event["type"] == "DELETED":
+                    self._set(object_key(raw), None)
+        finally:
+            self._watch = None
+        return resource_version
+
+    def _set(self, key: str, value: Value | None) -> None:
+        with self._lock:
+            previous = self._items.get(key)
+            if previous == value:
+                return
+            if value is None:
+                del self._items[key]
+            else:
+                self._items[key] = value
+            self.version += 1
+        self._changed(key, previous, value)
+
+    def _changed(self, key: str, before: Value | None, after: Value | None) -> None:
+        if before != after and self._on_change is not None:
+            self._on_change(key, before, after)
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object."""
+    metadata = obj.get("metadata") or {}
+    name = str(metadata.get("name", ""))
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{name}" if namespace else name

@@ -1,0 +1,133 @@
+"""THE CARRIER RULE: which ingress nodes carry the aliases, given their health.
+
+A carrier must be an ingress node that is healthy: Ready, not being deleted, (optionally) not cordoned
+and (optionally) running a Ready ingress-controller pod. A node that stops being healthy keeps carrying
+for a grace period, counted from when it stopped (the Ready condition's lastTransitionTime, the
+deletionTimestamp, the controller pod's readiness change), so a kubelet restart is not a DNS change. A
+cordon, being deliberate, has no grace. A time the API did not give counts as long ago.
+
+Health never takes an alias off the air: when no ingress node is healthy, every alias stays on the
+ingress nodes that carry it now (or goes to every ingress node, if none does), and the caller says so
+loudly. The rule is a pure function of the nodes, the current carriers and the time, so the same
+inputs give the same answer in AdjustEndpoints and ApplyChanges, and a loop settles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from landb_webhook.landb.plan import Plan
+from landb_webhook.ports import Node
+
+DEFAULT_GRACE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    """How long an unhealthy node keeps carrying, from the moment it became unhealthy."""
+    cordoned_carry: bool = True
+    """Whether a cordoned (unschedulable) node keeps carrying."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    node: str
+    carries: bool
+    problems: tuple[str, ...] = ()
+    """Why the node is unhealthy (empty when it is healthy)."""
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    @property
+    def in_grace(self) -> bool:
+        """Unhealthy, but still carrying until its grace period ends."""
+        return self.carries and not self.healthy
+
+
+def judge(node: Node, policy: HealthPolicy, now: float) -> Verdict:
+    """Whether an ingress node carries aliases at ``now`` (epoch seconds), and why not."""
+    problems: list[tuple[str, float]] = []
+    if node.deleting:
+        problems.append(("being deleted", _known(node.deleting_since)))
+    if not node.ready:
+        problems.append(("not Ready", _known(node.ready_changed_at)))
+    if node.controller_ready is False:
+        problems.append(("no Ready ingress controller pod", _known(node.controller_changed_at)))
+    if node.unschedulable and not policy.cordoned_carry:
+        problems.append(("cordoned", -math.inf))
+    carries = all(now - since < policy.grace_seconds for _, since in problems)
+    return Verdict(node.name, carries, tuple(problem for problem, _ in problems))
+
+
+def _known(timestamp: float | None) -> float:
+    return -math.inf if timestamp is None else timestamp
+
+
+def alias_carriers(
+    eligible: frozenset[str], ingress: frozenset[str], current: Iterable[str]
+) -> frozenset[str]:
+    """The servers that must carry one alias: the eligible ones, or -- when none is -- never fewer than
+    the ingress servers carrying it now (all ingress servers if it has no ingress carrier yet)."""
+    if eligible:
+        return eligible
+    return (ingress & frozenset(current)) or ingress
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the aliases go at one moment: the one answer AdjustEndpoints and ApplyChanges both use."""
+
+    ingress: frozenset[str]
+    """Server ids of the ingress nodes, healthy or not."""
+    eligible: frozenset[str]
+    """Server ids of the ingress nodes that carry (healthy, or unhealthy within the grace period)."""
+    current: Mapping[str, Iterable[str]]
+    """Alias label -> server ids carrying it now."""
+
+    @property
+    def holding_unhealthy(self) -> bool:
+        """No ingress node may carry, yet some exist: aliases stay on unhealthy nodes."""
+        return bool(self.ingress) and not self.eligible
+
+    def carriers_of(self, label: str) -> frozenset[str]:
+        return alias_carriers(self.eligible, self.ingress, self.current.get(label, ()))
+
+
+class DepartedIndices:
+    """The N each server last held for each alias it lost, so that a node coming back gets it again.
+
+    Kept in memory only, and small (one entry per alias a server lost, dropped when it regains the alias
+    or the alias is withdrawn). After a restart a returning node takes the smallest free N like any
+    newcomer, which is its old one whenever it was the only carrier to leave.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._last: dict[tuple[str, str], int] = {}
+        """(alias label, server id) -> N, oldest first."""
+
+    def preferred(self) -> dict[str, dict[str, int]]:
+        found: dict[str, dict[str, int]] = {}
+        for (label, server_id), index in self._last.items():
+            found.setdefault(label, {})[server_id] = index
+        return found
+
+    def record(self, plan: Plan, withdrawn: Iterable[str]) -> None:
+        """Remember the tokens ``plan`` removes, forget those it adds back and the withdrawn aliases."""
+        for server_plan in plan.servers:
+            server_id = server_plan.server.server_id
+            for token in server_plan.added:
+                self._last.pop((token.label, server_id), None)
+            for token in server_plan.removed:
+                self._last.pop((token.label, server_id), None)
+                self._last[(token.label, server_id)] = token.index
+        gone = set(withdrawn)
+        for key in [key for key in self._last if key[0] in gone]:
+            del self._last[key]
+        while len(self._last) > self._limit:
+            del self._last[next(iter(self._last))]
