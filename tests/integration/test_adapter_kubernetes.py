@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.selector import InvalidSelector
 from landb_webhook.ports import Node, UpstreamError
+from support.clusters import KubeCluster
 
 MakeSource = Callable[..., KubernetesNodeSource]
 Eventually = Callable[..., Any]
@@ -36,17 +37,18 @@ def is_watch(call: Any) -> bool:
     return parse_qs(call.query).get("watch") == ["true"]
 
 
-def test_the_first_list_fills_the_cache_with_every_node(simulator: Any, make_node_source: MakeSource) -> None:
-    state = simulator.state
+def test_the_first_list_fills_the_cache_with_every_node(
+    kube_cluster: KubeCluster, make_node_source: MakeSource
+) -> None:
     server_id = str(uuid.uuid4())
-    state.add_node(
+    kube_cluster.add_node(
         "cluster-node-0",
         labels={"role": "ingress"},
         provider_id=f"openstack:///{server_id}",
         internal_ips=["188.184.2.10", "2001:1458:d00:1::10", "188.184.2.9"],
     )
-    state.add_node("cluster-node-1", labels={"role": "worker"}, internal_ips=["188.184.2.11"])
-    state.add_node(
+    kube_cluster.add_node("cluster-node-1", labels={"role": "worker"}, internal_ips=["188.184.2.11"])
+    kube_cluster.add_node(
         "cluster-node-2", labels={"role": "ingress", EXCLUDE_LABEL: ""}, internal_ips=["188.184.2.12"]
     )
     with make_node_source() as source:
@@ -84,32 +86,30 @@ def test_nodes_are_an_upstream_error_until_the_first_list_succeeds(
 
 
 def test_label_changes_reach_the_cache(
-    simulator: Any, make_node_source: MakeSource, eventually: Eventually
+    kube_cluster: KubeCluster, make_node_source: MakeSource, eventually: Eventually
 ) -> None:
-    state = simulator.state
-    state.add_node("cluster-node-0", labels={"role": "worker"})
+    kube_cluster.add_node("cluster-node-0", labels={"role": "worker"})
     with make_node_source() as source, capture_logs() as logs:
         assert source.wait_synced(5)
         assert not by_name(source)["cluster-node-0"].is_ingress
-        state.label_node("cluster-node-0", "role", "ingress")
+        kube_cluster.label_node("cluster-node-0", "role", "ingress")
         eventually(lambda: by_name(source)["cluster-node-0"].is_ingress, what="the node to become ingress")
-        state.label_node("cluster-node-0", EXCLUDE_LABEL, "true")
+        kube_cluster.label_node("cluster-node-0", EXCLUDE_LABEL, "true")
         eventually(lambda: not by_name(source)["cluster-node-0"].is_ingress, what="the exclusion")
     changes = [entry["ingress"] for entry in logs if entry["event"] == "node ingress changed"]
     assert changes == [True, False]
 
 
 def test_added_and_deleted_nodes_reach_the_cache(
-    simulator: Any, make_node_source: MakeSource, eventually: Eventually
+    kube_cluster: KubeCluster, make_node_source: MakeSource, eventually: Eventually
 ) -> None:
-    state = simulator.state
-    state.add_node("cluster-node-0", labels={"role": "ingress"})
+    kube_cluster.add_node("cluster-node-0", labels={"role": "ingress"})
     with make_node_source() as source:
         assert source.wait_synced(5)
-        state.add_node("cluster-node-1", labels={"role": "ingress"}, internal_ips=["188.184.2.11"])
+        kube_cluster.add_node("cluster-node-1", labels={"role": "ingress"}, internal_ips=["188.184.2.11"])
         eventually(lambda: "cluster-node-1" in by_name(source), what="the new node")
         assert by_name(source)["cluster-node-1"].internal_ips == ("188.184.2.11",)
-        state.delete_node("cluster-node-0")
+        kube_cluster.delete_node("cluster-node-0")
         eventually(lambda: list(by_name(source)) == ["cluster-node-1"], what="the deleted node to go")
 
 

@@ -1,0 +1,135 @@
+"""One Kubernetes cluster for a test, on the simulator or on a real kube-apiserver, seeded the same way.
+
+A test states what the cluster holds (nodes, ConfigMaps) through a :class:`KubeCluster`; the code under
+test reaches it through ``kubeconfig``: on the simulator, the simulator's token; on the real API server, a
+ServiceAccount token whose only rights are those deploy/rbac.yaml grants, so RBAC is exercised for real.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from landb_webhook.simulator import Simulator
+from landb_webhook.simulator.manifests import node_manifest
+from support.kube_apiserver import KubeApiServer
+
+Obj = dict[str, Any]
+
+
+class KubeCluster(Protocol):
+    backend: str
+    """``simulator`` or ``kube-apiserver``."""
+    kubeconfig: Path
+    """What the code under test authenticates with."""
+    namespace: str
+    """The webhook's namespace: where its ownership ConfigMaps live and its rights apply."""
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        provider_id: str | None = None,
+        internal_ips: Iterable[str] = (),
+        ready: bool = True,
+    ) -> None: ...
+
+    def label_node(self, name: str, key: str, value: str | None) -> None: ...
+
+    def delete_node(self, name: str) -> None: ...
+
+    def configmap(self, name: str) -> Obj | None:
+        """A ConfigMap of ``namespace`` as a plain dict, or None."""
+        ...
+
+    def put_configmap(self, name: str, data: Mapping[str, str]) -> None:
+        """Create a ConfigMap in ``namespace`` or replace its data (as someone else would)."""
+        ...
+
+
+class SimulatorCluster:
+    backend = "simulator"
+
+    def __init__(self, simulator: Simulator, kubeconfig: Path, namespace: str = "landb") -> None:
+        self.state = simulator.state
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+
+    def add_node(self, name: str, **node: Any) -> None:
+        self.state.add_node(name, **node)
+
+    def label_node(self, name: str, key: str, value: str | None) -> None:
+        self.state.label_node(name, key, value)
+
+    def delete_node(self, name: str) -> None:
+        self.state.delete_node(name)
+
+    def configmap(self, name: str) -> Obj | None:
+        return self.state.configmap(self.namespace, name)
+
+    def put_configmap(self, name: str, data: Mapping[str, str]) -> None:
+        self.state.put_configmap(self.namespace, name, data)
+
+
+class RealCluster:
+    """A fresh namespace on a shared real API server, and ServiceAccount ``service_account`` in it bound
+    by deploy/rbac.yaml. Nodes are cluster-wide: ``reset_nodes`` gives each test an empty node list."""
+
+    backend = "kube-apiserver"
+
+    def __init__(self, server: KubeApiServer, workdir: Path, service_account: str = "landb-webhook") -> None:
+        self.server = server
+        self.namespace = f"test-{uuid.uuid4().hex[:10]}"
+        self.service_account = service_account
+        self.core = client.CoreV1Api(server.admin)
+        server.create_namespace(self.namespace)
+        server.apply_rbac(self.namespace, service_account)
+        self.kubeconfig = server.service_account_kubeconfig(
+            self.namespace, service_account, workdir / "service-account.kubeconfig"
+        )
+
+    def reset_nodes(self) -> None:
+        self.core.delete_collection_node()
+
+    def add_node(self, name: str, **node: Any) -> None:
+        """Register the node, then report its addresses through the status subresource, as a kubelet does."""
+        manifest = node_manifest(
+            name,
+            node.get("labels"),
+            node.get("provider_id"),
+            tuple(node.get("internal_ips", ())),
+            node.get("ready", True),
+        )
+        status = manifest.pop("status")
+        created = self.server.admin.sanitize_for_serialization(self.core.create_node(manifest))
+        self.core.replace_node_status(name, {**created, "status": status})
+
+    def label_node(self, name: str, key: str, value: str | None) -> None:
+        self.core.patch_node(name, {"metadata": {"labels": {key: value}}})
+
+    def delete_node(self, name: str) -> None:
+        self.core.delete_node(name)
+
+    def configmap(self, name: str) -> Obj | None:
+        try:
+            found = self.core.read_namespaced_config_map(name, self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(self.server.admin.sanitize_for_serialization(found))
+
+    def put_configmap(self, name: str, data: Mapping[str, str]) -> None:
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": dict(data)}
+        try:
+            self.core.create_namespaced_config_map(self.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.core.replace_namespaced_config_map(name, self.namespace, body)
