@@ -51,18 +51,9 @@ if ! wanted kube-apiserver && ! wanted etcd; then
   exit 0
 fi
 
-if ! command -v go >/dev/null 2>&1; then
-  say "Go is not on PATH: kube-apiserver and etcd not installed; the tests needing them will be skipped"
-  exit 0
-fi
-
-go_version="$(go env GOVERSION)"
-go_version="${go_version#go}"
-if [[ "$(printf '%s\n%s\n' "$REQUIRED_GO" "$go_version" | sort -V | head -n 1)" != "$REQUIRED_GO" ]]; then
-  say "Go $go_version is older than the $REQUIRED_GO they need:" \
-    "kube-apiserver and etcd not installed; the tests needing them will be skipped"
-  exit 0
-fi
+# shellcheck source=lib/go-toolchain.sh
+source "$(dirname "$0")/lib/go-toolchain.sh"
+go_usable "$REQUIRED_GO" "kube-apiserver and etcd not installed; the tests needing them will be skipped" || exit 0
 
 # Everything under the tools directory, so one `rm -rf` undoes it; shared with install-external-dns.sh.
 export GOMODCACHE="$tools_dir/go/mod"

@@ -20,6 +20,7 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
+from support.kube_apiserver import KubeApiServer
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
@@ -84,13 +85,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def kube_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KubeCluster]:
+def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
     """The cluster a test seeds and the adapters read (see the module docstring)."""
     if request.param == "simulator":
         simulator = request.getfixturevalue("simulator")
         yield SimulatorCluster(simulator, request.getfixturevalue("client_config").kubeconfig)
         return
-    cluster = RealCluster(request.getfixturevalue("kube_apiserver"), tmp_path)
+    yield request.getfixturevalue("real_cluster")
+
+
+@pytest.fixture
+def real_cluster(kube_apiserver: KubeApiServer, tmp_path: Path) -> Iterator[RealCluster]:
+    """A fresh namespace of the real API server, its ServiceAccount bound by deploy/rbac.yaml, no node."""
+    cluster = RealCluster(kube_apiserver, tmp_path)
     cluster.reset_nodes()
     yield cluster
     cluster.reset_nodes()
