@@ -46,7 +46,9 @@ def readme_external_dns_flags(owner_id: str = OWNER_ID) -> list[str]:
     return [flag for flag in flags if not flag.startswith(("--webhook-provider-url=", "--provider="))]
 
 
-TARGET_ANNOTATION = "external-dns.alpha.kubernetes.io/target"
+TARGET_ANNOTATION = "external-dns.kubernetes.io/target"
+LEGACY_TARGET_ANNOTATION = "external-dns.alpha.kubernetes.io/target"
+"""The name older external-dns releases and many guides use; v0.22.0 ignores it."""
 
 
 def chart_rbac(namespace: str) -> list[dict[str, Any]]:

@@ -2,10 +2,10 @@
 
 CERN clusters run ingress-nginx as a DaemonSet with hostNetwork on the ingress nodes. Whether external-dns
 sees a name depends on the Ingress, not on the webhook: the ingress source makes an endpoint only from
-``status.loadBalancer`` (filled when the controller publishes its status) or from the
-``external-dns.alpha.kubernetes.io/target`` annotation. An Ingress with neither produces no endpoint at
-all, so nothing is published for it. Whatever the targets, the webhook places the name on every ingress
-node's server.
+the ``external-dns.kubernetes.io/target`` annotation (v0.22.0 ignores the older ``external-dns.alpha.``
+name) or from ``status.loadBalancer`` (filled when the controller publishes its status). An Ingress with
+neither produces no endpoint at all, so nothing is published for it. Whatever the targets, the webhook
+places the name on every ingress node's server.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ingress_world import OWNER_ID, TARGET_ANNOTATION, IngressWorld
+from ingress_world import LEGACY_TARGET_ANNOTATION, OWNER_ID, TARGET_ANNOTATION, IngressWorld
 
 from landb_webhook.simulator import Simulator
 from support.kube_apiserver import KubeApiServer
@@ -45,17 +45,23 @@ def test_names_appear_from_published_status_or_the_target_annotation_and_then_se
     world.add_ingress("published", "published.cern.ch")
     world.publish_status("published", world.ingress_node_ips())
     world.add_ingress("annotated", "annotated.cern.ch", {TARGET_ANNOTATION: "192.0.2.80"})
+    world.add_ingress("legacy", "legacy.cern.ch", {LEGACY_TARGET_ANNOTATION: "192.0.2.80"})
 
     first = world.run()
     assert_clean(world)
     assert first.desired_changes is not None, first.describe()
     created = {(e["dnsName"], e["recordType"]) for e in first.desired_changes["create"]}
-    assert ("quiet.cern.ch", "A") not in created and ("quiet.cern.ch", "CNAME") not in created
+    assert {name for name, _ in created} == {
+        "published.cern.ch",
+        "a-published.cern.ch",
+        "annotated.cern.ch",
+        "a-annotated.cern.ch",
+    }
     ingress_servers = world.ingress_server_ids()
     assert len(ingress_servers) == 3
     assert world.servers_carrying("published") == ingress_servers
     assert world.servers_carrying("annotated") == ingress_servers
-    assert world.servers_carrying("quiet") == set()
+    assert world.servers_carrying("quiet") == world.servers_carrying("legacy") == set()
     indices = [index for server in ingress_servers for index in world.aliases()[server]["published"]]
     assert sorted(indices) == [0, 1, 2]  # one --load-N- per ingress node, each its own
     claims = world.ownership_claims()
