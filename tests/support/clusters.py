@@ -98,7 +98,8 @@ class RealCluster:
         self.core.delete_collection_node()
 
     def add_node(self, name: str, **node: Any) -> None:
-        """Register the node, then report its addresses through the status subresource, as a kubelet does."""
+        """Register the node with its status (addresses, Ready) in one create, as a kubelet does: the API
+        server keeps a Node's status on create, so no watcher ever sees it without addresses."""
         manifest = node_manifest(
             name,
             node.get("labels"),
@@ -106,9 +107,7 @@ class RealCluster:
             tuple(node.get("internal_ips", ())),
             node.get("ready", True),
         )
-        status = manifest.pop("status")
-        created = self.server.admin.sanitize_for_serialization(self.core.create_node(manifest))
-        self.core.replace_node_status(name, {**created, "status": status})
+        self.core.create_node(manifest)
 
     def label_node(self, name: str, key: str, value: str | None) -> None:
         self.core.patch_node(name, {"metadata": {"labels": {key: value}}})
