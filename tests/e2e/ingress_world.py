@@ -98,7 +98,7 @@ class IngressWorld:
         self.cluster = RealCluster(server, workdir, service_account=CHART_SERVICE_ACCOUNT)
         self.namespace = self.cluster.namespace
         server.apply(chart_rbac(self.namespace))
-        self.cluster.reset_nodes()
+        self.cluster.reset()
         for node in self.state.nodes():
             self.cluster.add_node(
                 node["metadata"]["name"],
@@ -129,7 +129,7 @@ class IngressWorld:
         self.tap.close()
         self.webhook.stop()
         self.networking.delete_collection_namespaced_ingress(self.apps_namespace)
-        self.cluster.reset_nodes()
+        self.cluster.reset()
 
     # -- the cluster -----------------------------------------------------------------------------------
 

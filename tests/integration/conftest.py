@@ -98,9 +98,9 @@ def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
 def real_cluster(kube_apiserver: KubeApiServer, tmp_path: Path) -> Iterator[RealCluster]:
     """A fresh namespace of the real API server, its ServiceAccount bound by deploy/rbac.yaml, no node."""
     cluster = RealCluster(kube_apiserver, tmp_path)
-    cluster.reset_nodes()
+    cluster.reset()
     yield cluster
-    cluster.reset_nodes()
+    cluster.reset()
 
 
 @pytest.fixture

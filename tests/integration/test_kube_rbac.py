@@ -48,12 +48,14 @@ def allowed(server: KubeApiServer, cluster: RealCluster, verb: str, resource: st
         ("list", "configmaps"),
         ("create", "configmaps"),
         ("update", "configmaps"),
+        ("list", "pods"),  # the ingress controller's pods, with LANDB_INGRESS_POD_SELECTOR
+        ("watch", "pods"),
     ],
 )
 def test_what_the_adapters_use_is_granted(
     kube_apiserver: KubeApiServer, real_cluster: RealCluster, verb: str, resource: str
 ) -> None:
-    namespace = real_cluster.namespace if resource == "configmaps" else ""
+    namespace = real_cluster.namespace if resource == "configmaps" else ""  # the rest: cluster-wide
     assert allowed(kube_apiserver, real_cluster, verb, resource, namespace)
 
 
@@ -65,7 +67,9 @@ def test_what_the_adapters_use_is_granted(
         ("patch", "nodes", "cluster"),
         ("delete", "nodes", "cluster"),
         ("get", "secrets", "own"),
-        ("list", "pods", "own"),
+        ("create", "pods", "own"),
+        ("delete", "pods", "own"),
+        ("list", "services", "own"),
         ("list", "configmaps", "other"),
         ("create", "configmaps", "other"),
         ("list", "configmaps", "cluster"),
