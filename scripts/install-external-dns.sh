@@ -39,18 +39,9 @@ if [[ -x "$binary" ]] && [[ "$(installed_version)" == "$EXTERNAL_DNS_VERSION" ]]
   exit 0
 fi
 
-if ! command -v go >/dev/null 2>&1; then
-  say "Go is not on PATH: external-dns not installed; the e2e tests will be skipped"
-  exit 0
-fi
-
-go_version="$(go env GOVERSION)"
-go_version="${go_version#go}"
-if [[ "$(printf '%s\n%s\n' "$REQUIRED_GO" "$go_version" | sort -V | head -n 1)" != "$REQUIRED_GO" ]]; then
-  say "Go $go_version is older than the $REQUIRED_GO external-dns $EXTERNAL_DNS_VERSION needs:" \
-    "external-dns not installed; the e2e tests will be skipped"
-  exit 0
-fi
+# shellcheck source=lib/go-toolchain.sh
+source "$(dirname "$0")/lib/go-toolchain.sh"
+go_usable "$REQUIRED_GO" "external-dns not installed; the e2e tests will be skipped" || exit 0
 
 # Reuse the machine's Go caches when they already hold the module (saves ~1.5 GB of downloads);
 # otherwise keep everything under the tools directory so one `rm -rf` undoes it.

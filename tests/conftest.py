@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, settings
 
 from landb_webhook.simulator import ClientConfig, Simulator
 from landb_webhook.simulator.identity import DOMAIN_NAME, PROJECT_NAME
+from support.kube_apiserver import KubeApiServer, locate_binaries, running_kube_apiserver
 
 settings.register_profile("dev", deadline=None)
 settings.register_profile(
@@ -37,6 +38,17 @@ def simulator() -> Iterator[Simulator]:
     """A fresh, empty simulator on loopback (seed it with ``seed_cluster(simulator.state)``)."""
     with Simulator() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
+    """A real etcd + kube-apiserver on loopback for the whole session (skipped, with the reason, when
+    ``make kube-tools`` has not built them); tests isolate themselves by namespace."""
+    binaries, reason = locate_binaries()
+    if binaries is None:
+        pytest.skip(reason)
+    with running_kube_apiserver(*binaries, workdir=tmp_path_factory.mktemp("kube-apiserver")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,4 +1,10 @@
-"""Adapters wired to the simulator through real clients (openstacksdk, the kubernetes client) over HTTP."""
+"""Adapters wired through real clients (openstacksdk, the kubernetes client) over HTTP: to the simulator,
+and for the Kubernetes side also to a real kube-apiserver.
+
+A test that uses ``kube_cluster`` runs once per backend (``[simulator]``, ``[kube-apiserver]``). A test that
+also asks for ``simulator`` itself (directly or through ``client_config``) relies on what only the
+simulator offers — fault injection, recorded API calls, watch-history compaction — and runs on it alone.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,10 @@ from kubernetes import client
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from support.clusters import KubeCluster, RealCluster, SimulatorCluster
+from support.kube_apiserver import KubeApiServer
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
-NAMESPACE = "landb"
 CONFIGMAP = "landb-webhook-ownership"
 
 
@@ -70,9 +77,35 @@ def server_store(make_server_store: Callable[..., OpenStackServerStore]) -> Open
     return make_server_store()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kube_cluster" in metafunc.fixturenames:
+        only_simulator = "simulator" in metafunc.fixturenames
+        backends = ["simulator"] if only_simulator else ["simulator", "kube-apiserver"]
+        metafunc.parametrize("kube_cluster", backends, indirect=True)
+
+
 @pytest.fixture
-def kube_api_client(client_config: Any) -> Iterator[client.ApiClient]:
-    api_client = api_client_for(client_config.kubeconfig)
+def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+    """The cluster a test seeds and the adapters read (see the module docstring)."""
+    if request.param == "simulator":
+        simulator = request.getfixturevalue("simulator")
+        yield SimulatorCluster(simulator, request.getfixturevalue("client_config").kubeconfig)
+        return
+    yield request.getfixturevalue("real_cluster")
+
+
+@pytest.fixture
+def real_cluster(kube_apiserver: KubeApiServer, tmp_path: Path) -> Iterator[RealCluster]:
+    """A fresh namespace of the real API server, its ServiceAccount bound by deploy/rbac.yaml, no node."""
+    cluster = RealCluster(kube_apiserver, tmp_path)
+    cluster.reset()
+    yield cluster
+    cluster.reset()
+
+
+@pytest.fixture
+def kube_api_client(kube_cluster: KubeCluster) -> Iterator[client.ApiClient]:
+    api_client = api_client_for(kube_cluster.kubeconfig)
     yield api_client
     api_client.close()
 
@@ -100,9 +133,11 @@ def make_node_source(kube_api_client: client.ApiClient) -> Iterator[Callable[...
 
 
 @pytest.fixture
-def make_configmap_store(kube_api_client: client.ApiClient) -> Callable[..., ConfigMapOwnershipStore]:
+def make_configmap_store(
+    kube_api_client: client.ApiClient, kube_cluster: KubeCluster
+) -> Callable[..., ConfigMapOwnershipStore]:
     def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
-        options = {"namespace": NAMESPACE, "name": CONFIGMAP, "request_timeout": 3.0, **options}
+        options = {"namespace": kube_cluster.namespace, "name": CONFIGMAP, "request_timeout": 3.0, **options}
         return ConfigMapOwnershipStore(api or client.CoreV1Api(kube_api_client), **options)
 
     return make

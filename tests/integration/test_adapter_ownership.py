@@ -11,13 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, ConfigMapOwnershipStore
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.ports import UpstreamError
+from support.clusters import KubeCluster
 
 MakeStore = Callable[..., ConfigMapOwnershipStore]
-NAMESPACE, CONFIGMAP = "landb", "landb-webhook-ownership"  # what make_configmap_store uses by default
+CONFIGMAP = "landb-webhook-ownership"  # what make_configmap_store uses by default, in the cluster's namespace
 
 
 def txt(name: str, owner: str = "default", resource: str = "ingress/web/app") -> Endpoint:
@@ -26,17 +28,12 @@ def txt(name: str, owner: str = "default", resource: str = "ingress/web/app") ->
     return Endpoint(name, "TXT", (value,), labels=(("ownedRecord", owned),))
 
 
-def configmap_requests(state: Any, method: str) -> list[Any]:
-    return [
-        call for call in state.api_calls("kubernetes") if call.method == method and "/configmaps" in call.path
-    ]
-
-
 class InterleavingApi(client.CoreV1Api):
     """A CoreV1Api that lets another writer act right before each of this client's writes.
 
     This is a real concurrent writer going through the same API server, placed in the one window
-    optimistic concurrency exists for: after our read, before our write.
+    optimistic concurrency exists for: after our read, before our write. ``write_statuses`` records
+    what the API server answered each of this client's writes.
     """
 
     def __init__(
@@ -45,33 +42,42 @@ class InterleavingApi(client.CoreV1Api):
         super().__init__(api_client)
         self._before_write = before_write
         self._times = times
+        self.write_statuses: list[int] = []
 
     def _interleave(self) -> None:
         if self._times:
             self._times -= 1
             self._before_write()
 
-    def replace_namespaced_config_map(self, *args: Any, **kwargs: Any) -> Any:
+    def _write(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._interleave()
-        return super().replace_namespaced_config_map(*args, **kwargs)
+        try:
+            written = write(*args, **kwargs)
+        except ApiException as exc:
+            self.write_statuses.append(int(exc.status))
+            raise
+        self.write_statuses.append(200)
+        return written
+
+    def replace_namespaced_config_map(self, *args: Any, **kwargs: Any) -> Any:
+        return self._write(super().replace_namespaced_config_map, *args, **kwargs)
 
     def create_namespaced_config_map(self, *args: Any, **kwargs: Any) -> Any:
-        self._interleave()
-        return super().create_namespaced_config_map(*args, **kwargs)
+        return self._write(super().create_namespaced_config_map, *args, **kwargs)
 
 
 # -- the basic contract ------------------------------------------------------------------------------
 
 
 def test_an_empty_store_has_no_records_and_no_configmap(
-    simulator: Any, make_configmap_store: MakeStore
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
 ) -> None:
     assert make_configmap_store().records() == []
-    assert simulator.state.configmap(NAMESPACE, CONFIGMAP) is None
+    assert kube_cluster.configmap(CONFIGMAP) is None
 
 
 def test_upserts_create_deletes_remove_and_missing_deletes_succeed(
-    simulator: Any, make_configmap_store: MakeStore
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
 ) -> None:
     store = make_configmap_store()
     app, web = txt("a-app.cern.ch"), txt("a-web.cern.ch")
@@ -84,7 +90,7 @@ def test_upserts_create_deletes_remove_and_missing_deletes_succeed(
 
 
 def test_an_update_whose_old_and_new_share_a_name_keeps_the_new(
-    simulator: Any, make_configmap_store: MakeStore
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
 ) -> None:
     store = make_configmap_store()
     old = txt("a-app.cern.ch", resource="ingress/web/old")
@@ -94,10 +100,12 @@ def test_an_update_whose_old_and_new_share_a_name_keeps_the_new(
     assert store.records() == [new]
 
 
-def test_records_are_readable_with_kubectl(simulator: Any, make_configmap_store: MakeStore) -> None:
+def test_records_are_readable_with_kubectl(
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
+) -> None:
     record = txt("a-app.cern.ch")
     make_configmap_store().apply([record], [])
-    configmap = simulator.state.configmap(NAMESPACE, CONFIGMAP)
+    configmap = kube_cluster.configmap(CONFIGMAP)
     assert configmap["metadata"]["labels"][MANAGED_BY_LABEL] == "landb-webhook"
     stored = json.loads(configmap["data"]["a-app.cern.ch"])
     assert stored["dnsName"] == "a-app.cern.ch"
@@ -125,7 +133,7 @@ ownership_records = st.builds(
     st.lists(ownership_records, max_size=6, unique_by=lambda record: (record.dns_name, record.set_identifier))
 )
 def test_records_round_trip_byte_for_byte(
-    simulator: Any, make_configmap_store: MakeStore, records: list[Endpoint]
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, records: list[Endpoint]
 ) -> None:
     store = make_configmap_store(name=f"roundtrip-{uuid.uuid4().hex[:12]}")
     store.apply(records, [])
@@ -137,21 +145,19 @@ def test_records_round_trip_byte_for_byte(
 
 
 def test_a_concurrent_write_is_merged_not_overwritten(
-    simulator: Any, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
 ) -> None:
     other = make_configmap_store()
     other.apply([txt("a-first.cern.ch")], [])
     api = InterleavingApi(kube_api_client, lambda: other.apply([txt("a-theirs.cern.ch")], []))
-    ours = make_configmap_store(api=api)
-    simulator.state.reset_api_calls()
-    ours.apply([txt("a-ours.cern.ch")], [])
+    make_configmap_store(api=api).apply([txt("a-ours.cern.ch")], [])
     names = [record.dns_name for record in make_configmap_store().records()]
     assert names == ["a-first.cern.ch", "a-ours.cern.ch", "a-theirs.cern.ch"]
-    assert [call.status for call in configmap_requests(simulator.state, "PUT")] == [200, 409, 200]
+    assert api.write_statuses == [409, 200]  # refused as stale after theirs landed, then merged
 
 
 def test_a_concurrent_first_write_is_merged_too(
-    simulator: Any, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
 ) -> None:
     other = make_configmap_store()
     api = InterleavingApi(kube_api_client, lambda: other.apply([txt("a-theirs.cern.ch")], []))
@@ -161,7 +167,7 @@ def test_a_concurrent_first_write_is_merged_too(
 
 
 def test_endless_conflicts_give_up_with_an_upstream_error(
-    simulator: Any, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
 ) -> None:
     other = make_configmap_store()
     other.apply([txt("a-first.cern.ch")], [])
@@ -176,41 +182,36 @@ def test_endless_conflicts_give_up_with_an_upstream_error(
 
 
 def test_a_configmap_we_do_not_own_is_never_overwritten(
-    simulator: Any, make_configmap_store: MakeStore
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
 ) -> None:
-    simulator.state.put_configmap(NAMESPACE, CONFIGMAP, {"someone": "else's data"})
+    kube_cluster.put_configmap(CONFIGMAP, {"someone": "else's data"})
     with pytest.raises(UpstreamError) as raised:
         make_configmap_store().apply([txt("a-app.cern.ch")], [])
     assert raised.value.retryable is False
     assert "refusing" in raised.value.reason
-    assert simulator.state.configmap(NAMESPACE, CONFIGMAP)["data"] == {"someone": "else's data"}
+    assert kube_cluster.configmap(CONFIGMAP)["data"] == {"someone": "else's data"}
 
 
 # -- splitting ---------------------------------------------------------------------------------------
 
 
-def stored_configmaps(state: Any, count: int = 20) -> dict[str, dict[str, str]]:
+def stored_configmaps(cluster: KubeCluster, count: int = 20) -> dict[str, dict[str, str]]:
     names = [CONFIGMAP] + [f"{CONFIGMAP}-{index}" for index in range(1, count)]
-    return {
-        name: (cm.get("data") or {}) for name in names if (cm := state.configmap(NAMESPACE, name)) is not None
-    }
+    return {name: (cm.get("data") or {}) for name in names if (cm := cluster.configmap(name)) is not None}
 
 
 def test_records_spill_into_numbered_configmaps_under_the_size_limit(
-    simulator: Any, make_configmap_store: MakeStore
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
 ) -> None:
     limit = 1000
     store = make_configmap_store(max_bytes=limit)
     records = [txt(f"a-app{i:02d}.cern.ch") for i in range(20)]
     store.apply(records, [])
-    configmaps = stored_configmaps(simulator.state)
+    configmaps = stored_configmaps(kube_cluster)
     assert len(configmaps) >= 3
     for name, data in configmaps.items():
         assert sum(len(key) + len(value.encode()) for key, value in data.items()) <= limit, name
-        assert (
-            simulator.state.configmap(NAMESPACE, name)["metadata"]["labels"][MANAGED_BY_LABEL]
-            == "landb-webhook"
-        )
+        assert kube_cluster.configmap(name)["metadata"]["labels"][MANAGED_BY_LABEL] == "landb-webhook"
     assert sorted(key for data in configmaps.values() for key in data) == sorted(r.dns_name for r in records)
     assert store.records() == records
 
@@ -219,7 +220,7 @@ def test_records_spill_into_numbered_configmaps_under_the_size_limit(
 
 
 def test_a_record_that_outgrows_its_configmap_moves_and_is_never_duplicated(
-    simulator: Any, make_configmap_store: MakeStore
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
 ) -> None:
     store = make_configmap_store(max_bytes=1000)
     records = [txt(f"a-app{i:02d}.cern.ch") for i in range(12)]
@@ -227,17 +228,17 @@ def test_a_record_that_outgrows_its_configmap_moves_and_is_never_duplicated(
     grown = txt("a-app00.cern.ch", resource="ingress/web/" + "x" * 400)
     store.apply([grown], [])
     assert store.records() == [grown, *records[1:]]
-    holders = [name for name, data in stored_configmaps(simulator.state).items() if "a-app00.cern.ch" in data]
+    holders = [name for name, data in stored_configmaps(kube_cluster).items() if "a-app00.cern.ch" in data]
     assert len(holders) == 1 and holders[0] != CONFIGMAP
 
 
 def test_a_moving_record_is_never_missing_nor_stale_between_writes(
-    simulator: Any, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
 ) -> None:
     setup = make_configmap_store(max_bytes=1000)
     records = [txt(f"a-app{i:02d}.cern.ch") for i in range(12)]
     setup.apply(records, [])
-    before = stored_configmaps(simulator.state)
+    before = stored_configmaps(kube_cluster)
     last = max(before, key=lambda name: int(name.removeprefix(CONFIGMAP).removeprefix("-") or 0))
     mover = sorted(before[last])[0]
     # Room in the first ConfigMap, none for the grown record where it is: it must move up, not down.
@@ -257,11 +258,13 @@ def test_a_moving_record_is_never_missing_nor_stale_between_writes(
     assert len(seen) == 3  # before the write to the new home, before the removal, after both
     assert seen[0] == (old_value,)
     assert seen[1:] == [(grown.targets[0],), (grown.targets[0],)]
-    holders = [name for name, data in stored_configmaps(simulator.state).items() if mover in data]
+    holders = [name for name, data in stored_configmaps(kube_cluster).items() if mover in data]
     assert holders != [CONFIGMAP] and holders != [last] and len(holders) == 1
 
 
-def test_a_record_larger_than_a_configmap_is_refused(simulator: Any, make_configmap_store: MakeStore) -> None:
+def test_a_record_larger_than_a_configmap_is_refused(
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
+) -> None:
     store = make_configmap_store(max_bytes=300)
     with pytest.raises(UpstreamError) as raised:
         store.apply([txt("a-app.cern.ch", resource="x" * 400)], [])

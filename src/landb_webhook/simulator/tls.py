@@ -30,10 +30,11 @@ class ServerCertificate:
         return "ServerCertificate(<loopback>)"
 
 
-def _name(common_name: str) -> x509.Name:
+def subject_name(common_name: str, organization: str = "landb-webhook simulator") -> x509.Name:
+    """CN and O: a Kubernetes API server reads a client certificate's user from CN, its groups from O."""
     return x509.Name(
         [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "landb-webhook simulator"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
             x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         ]
     )
@@ -54,53 +55,87 @@ def _key_usage(*, key_cert_sign: bool = False, crl_sign: bool = False) -> x509.K
     )
 
 
-def loopback_certificate(hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")) -> ServerCertificate:
-    """A fresh CA and a server certificate for ``hosts`` signed by it, valid for 30 days."""
-    now = datetime.now(UTC) - timedelta(minutes=5)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("landb-webhook simulator CA")
-    ca_certificate = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    alternative_names: list[x509.GeneralName] = []
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A throw-away CA (ECDSA P-256) that issues leaf certificates valid for ``VALIDITY``."""
+
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+    def __repr__(self) -> str:
+        return f"CertificateAuthority({self.certificate.subject.rfc4514_string()})"
+
+    @classmethod
+    def create(cls, common_name: str = "landb-webhook simulator CA") -> CertificateAuthority:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = subject_name(common_name)
+        now = datetime.now(UTC) - timedelta(minutes=5)
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now)
+            .not_valid_after(now + VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(key, certificate)
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.certificate.public_bytes(serialization.Encoding.PEM)
+
+    def issue(
+        self, subject: x509.Name, usage: x509.ObjectIdentifier, hosts: tuple[str, ...] = ()
+    ) -> tuple[bytes, bytes]:
+        """(certificate PEM, key PEM) of a fresh key for ``subject``, for one extended ``usage``
+        (server or client authentication) and, for a server, the ``hosts`` it answers as."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.now(UTC) - timedelta(minutes=5)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(self.certificate.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now)
+            .not_valid_after(now + VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_key_usage(), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+            )
+        )
+        if hosts:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(_alternative_names(hosts)), critical=False
+            )
+        certificate = builder.sign(self.key, hashes.SHA256())
+        return certificate.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
+
+def _alternative_names(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
     for host in hosts:
         try:
-            alternative_names.append(x509.IPAddress(ipaddress.ip_address(host)))
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
-            alternative_names.append(x509.DNSName(host))
-    server_certificate = (
-        x509.CertificateBuilder()
-        .subject_name(_name(hosts[0]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(server_key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return ServerCertificate(
-        ca_pem=ca_certificate.public_bytes(serialization.Encoding.PEM),
-        certificate_pem=server_certificate.public_bytes(serialization.Encoding.PEM),
-        key_pem=server_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-    )
+            names.append(x509.DNSName(host))
+    return names
+
+
+def loopback_certificate(
+    hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost"), authority: CertificateAuthority | None = None
+) -> ServerCertificate:
+    """A server certificate for ``hosts`` signed by ``authority`` (default: a fresh CA), valid 30 days."""
+    authority = authority or CertificateAuthority.create()
+    certificate_pem, key_pem = authority.issue(subject_name(hosts[0]), ExtendedKeyUsageOID.SERVER_AUTH, hosts)
+    return ServerCertificate(ca_pem=authority.ca_pem, certificate_pem=certificate_pem, key_pem=key_pem)

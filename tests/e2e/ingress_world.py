@@ -1,0 +1,215 @@
+"""The user's path, for real: Ingress objects in a real kube-apiserver, external-dns ``--source=ingress``
+with the README's flags, ``landb-webhook serve`` reading the nodes from that API server, Nova simulated.
+
+Both programs authenticate as the chart's ServiceAccount (``external-dns``) with a TokenRequest token:
+its rights are exactly the chart's ClusterRole for ``sources: [ingress]`` plus deploy/rbac.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from e2e_support import (
+    EXTERNAL_DNS_TIMEOUT,
+    REPO_ROOT,
+    Result,
+    WebhookProcess,
+    WebhookTap,
+    alias_tokens,
+    ingress_selector,
+    ownership_configmap,
+    run_external_dns,
+    server_id_of,
+)
+from kubernetes import client
+
+from landb_webhook.simulator import Simulator, seed_cluster
+from support.clusters import RealCluster
+from support.kube_apiserver import KubeApiServer
+
+CHART_SERVICE_ACCOUNT = "external-dns"
+OWNER_ID = "landb-e2e-ingress"
+README = REPO_ROOT / "README.md"
+
+
+def readme_external_dns_flags(owner_id: str = OWNER_ID) -> list[str]:
+    """The flags of the README's "ExternalDNS settings" block, as a user pastes them: comments dropped,
+    ``<your-cluster-name>`` filled in, the webhook URL left out (each run gives the tap's)."""
+    section = README.read_text().split("## ExternalDNS settings", 1)[1]
+    block = section.split("```", 2)[1]
+    words = [word for line in block.splitlines() for word in line.split("#", 1)[0].split()]
+    flags = [word.replace("<your-cluster-name>", owner_id) for word in words if word.startswith("--")]
+    return [flag for flag in flags if not flag.startswith(("--webhook-provider-url=", "--provider="))]
+
+
+TARGET_ANNOTATION = "external-dns.kubernetes.io/target"
+LEGACY_TARGET_ANNOTATION = "external-dns.alpha.kubernetes.io/target"
+"""The name older external-dns releases and many guides use; v0.22.0 ignores it."""
+
+
+def chart_rbac(namespace: str) -> list[dict[str, Any]]:
+    """What the official external-dns chart (1.21.1) renders for ``sources: [ingress]``, release
+    ``external-dns`` in ``namespace``: read access to Ingresses, nothing else."""
+    name = f"external-dns-{namespace}"  # cluster-wide names: one per test namespace
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [
+                {
+                    "apiGroups": ["extensions", "networking.k8s.io"],
+                    "resources": ["ingresses"],
+                    "verbs": ["get", "watch", "list"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": CHART_SERVICE_ACCOUNT, "namespace": namespace}],
+        },
+    ]
+
+
+class IngressWorld:
+    """Nova (simulator) holds the servers; the real API server holds their Nodes and the Ingresses.
+
+    The simulator's own Kubernetes API is emptied of nodes, so a name can only land if the webhook read
+    the nodes from the real API server.
+    """
+
+    def __init__(
+        self, server: KubeApiServer, simulator: Simulator, external_dns: Path, workdir: Path
+    ) -> None:
+        self.server = server
+        self.sim = simulator
+        self.state = simulator.state
+        self.external_dns = external_dns
+        self.workdir = workdir
+        self.results: list[Result] = []
+        seed_cluster(self.state, ingress_nodes=3, workers=1)
+        self.cluster = RealCluster(server, workdir, service_account=CHART_SERVICE_ACCOUNT)
+        self.namespace = self.cluster.namespace
+        server.apply(chart_rbac(self.namespace))
+        self.cluster.reset()
+        for node in self.state.nodes():
+            self.cluster.add_node(
+                node["metadata"]["name"],
+                labels=node["metadata"].get("labels", {}),
+                provider_id=node["spec"].get("providerID"),
+                internal_ips=[a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"],
+            )
+            self.state.delete_node(node["metadata"]["name"])
+        self.apps_namespace = f"apps-{uuid.uuid4().hex[:10]}"
+        server.create_namespace(self.apps_namespace)
+        self.networking = client.NetworkingV1Api(server.admin)
+        client_config = simulator.write_client_config(workdir)
+        self.webhook = WebhookProcess(
+            {
+                "OS_CLIENT_CONFIG_FILE": str(client_config.clouds_yaml),
+                "LANDB_OS_CLOUD": client_config.cloud_name,
+                "LANDB_KUBECONFIG": str(self.cluster.kubeconfig),
+                "LANDB_OWNERSHIP_NAMESPACE": self.namespace,
+                "LANDB_REGISTRY": "txt",
+                "LANDB_LOG_FORMAT": "json",
+            },
+            workdir / "webhook.log",
+        )
+        self.webhook.start()
+        self.tap = WebhookTap(self.webhook.api_port)
+
+    def close(self) -> None:
+        self.tap.close()
+        self.webhook.stop()
+        self.networking.delete_collection_namespaced_ingress(self.apps_namespace)
+        self.cluster.reset()
+
+    # -- the cluster -----------------------------------------------------------------------------------
+
+    def add_ingress(self, name: str, host: str, annotations: Mapping[str, str] | None = None) -> None:
+        """An Ingress as an application team writes it, for the cluster's nginx IngressClass."""
+        backend = {"service": {"name": name, "port": {"number": 80}}}
+        self.networking.create_namespaced_ingress(
+            self.apps_namespace,
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {"name": name, "annotations": dict(annotations or {})},
+                "spec": {
+                    "ingressClassName": "nginx",
+                    "rules": [
+                        {
+                            "host": host,
+                            "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]},
+                        }
+                    ],
+                },
+            },
+        )
+
+    def publish_status(self, name: str, ips: Iterable[str]) -> None:
+        """What an ingress controller publishing its status writes (ingress-nginx on hostNetwork: the
+        addresses of the nodes its pods run on), through the status subresource."""
+        status = {"status": {"loadBalancer": {"ingress": [{"ip": ip} for ip in ips]}}}
+        self.networking.patch_namespaced_ingress_status(name, self.apps_namespace, status)
+
+    def delete_ingress(self, name: str) -> None:
+        self.networking.delete_namespaced_ingress(name, self.apps_namespace)
+
+    def ingress_node_ips(self) -> list[str]:
+        key, _, value = ingress_selector().partition("=")
+        nodes = client.CoreV1Api(self.server.admin).list_node(label_selector=f"{key}={value}").items
+        return sorted(a.address for node in nodes for a in node.status.addresses if a.type == "InternalIP")
+
+    # -- driving external-dns --------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        """One ``external-dns --once`` with the README's flags, reading Ingresses as the chart's account."""
+        flags = readme_external_dns_flags()
+        sources = [flag for flag in flags if flag.startswith("--source=")]
+        assert sources == ["--source=ingress"], sources
+        result = run_external_dns(
+            self.external_dns,
+            *(flag for flag in flags if flag not in sources),
+            webhook_url=self.tap.url,
+            source=[*sources, f"--kubeconfig={self.cluster.kubeconfig}"],
+            tap=self.tap,
+            timeout=EXTERNAL_DNS_TIMEOUT,
+        )
+        self.results.append(result)
+        return result
+
+    # -- observing -------------------------------------------------------------------------------------
+
+    def ingress_server_ids(self) -> set[str]:
+        key, _, value = ingress_selector().partition("=")
+        nodes = client.CoreV1Api(self.server.admin).list_node(label_selector=f"{key}={value}").items
+        return {server_id_of({"spec": {"providerID": node.spec.provider_id}}) for node in nodes}
+
+    def aliases(self) -> dict[str, dict[str, set[int]]]:
+        """server id -> label -> ``--load-N-`` indices, for every server in Nova."""
+        return {server.id: alias_tokens(server.metadata) for server in self.state.servers()}
+
+    def servers_carrying(self, label: str) -> set[str]:
+        return {server_id for server_id, tokens in self.aliases().items() if label in tokens}
+
+    def metadata_write_count(self) -> int:
+        return sum(1 for change in self.state.metadata_history() if change.method != "direct")
+
+    def ownership_claims(self) -> dict[str, str]:
+        """TXT name -> value, from the webhook's ownership ConfigMap in the real API server."""
+        configmap = self.cluster.configmap(ownership_configmap())
+        records = [json.loads(value) for value in ((configmap or {}).get("data") or {}).values()]
+        return {record["dnsName"]: record["targets"][0] for record in records}
+
+    def diagnostics(self) -> list[tuple[str, str]]:
+        sections = [(f"external-dns run {n}", result.describe()) for n, result in enumerate(self.results, 1)]
+        sections.append(("landb-webhook serve log", self.webhook.log_text()[-20000:]))
+        return sections

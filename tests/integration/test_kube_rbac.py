@@ -1,0 +1,108 @@
+"""deploy/rbac.yaml on a real kube-apiserver: the webhook's ServiceAccount gets what the adapters use and is
+refused the rest (the adapter tests marked ``[kube-apiserver]`` show the grants suffice)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from landb_webhook.adapters.kubernetes import api_client_for
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.ports import UpstreamError
+from support.clusters import RealCluster
+from support.kube_apiserver import KubeApiServer
+
+
+@pytest.fixture
+def webhook_api(real_cluster: RealCluster) -> Iterator[client.CoreV1Api]:
+    """The Kubernetes API as the webhook sees it: its ServiceAccount token, nothing more."""
+    api_client = api_client_for(real_cluster.kubeconfig)
+    yield client.CoreV1Api(api_client)
+    api_client.close()
+
+
+def allowed(server: KubeApiServer, cluster: RealCluster, verb: str, resource: str, namespace: str) -> bool:
+    """What the API server's authorizer answers for the webhook's ServiceAccount."""
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{cluster.namespace}:{cluster.service_account}",
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{cluster.namespace}"],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb, resource=resource, namespace=namespace or None
+            ),
+        )
+    )
+    answer = client.AuthorizationV1Api(server.admin).create_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource"),
+    [
+        ("list", "nodes"),
+        ("watch", "nodes"),
+        ("get", "configmaps"),
+        ("list", "configmaps"),
+        ("create", "configmaps"),
+        ("update", "configmaps"),
+        ("list", "pods"),  # the ingress controller's pods, with LANDB_INGRESS_POD_SELECTOR
+        ("watch", "pods"),
+    ],
+)
+def test_what_the_adapters_use_is_granted(
+    kube_apiserver: KubeApiServer, real_cluster: RealCluster, verb: str, resource: str
+) -> None:
+    namespace = real_cluster.namespace if resource == "configmaps" else ""  # the rest: cluster-wide
+    assert allowed(kube_apiserver, real_cluster, verb, resource, namespace)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "where"),
+    [
+        ("create", "nodes", "cluster"),
+        ("update", "nodes", "cluster"),
+        ("patch", "nodes", "cluster"),
+        ("delete", "nodes", "cluster"),
+        ("get", "secrets", "own"),
+        ("create", "pods", "own"),
+        ("delete", "pods", "own"),
+        ("list", "services", "own"),
+        ("list", "configmaps", "other"),
+        ("create", "configmaps", "other"),
+        ("list", "configmaps", "cluster"),
+    ],
+)
+def test_everything_else_is_refused(
+    kube_apiserver: KubeApiServer, real_cluster: RealCluster, verb: str, resource: str, where: str
+) -> None:
+    namespace = {"cluster": "", "own": real_cluster.namespace, "other": "kube-system"}[where]
+    assert not allowed(kube_apiserver, real_cluster, verb, resource, namespace)
+
+
+def test_a_refused_call_is_a_403_from_the_real_api_server(
+    real_cluster: RealCluster, webhook_api: client.CoreV1Api
+) -> None:
+    real_cluster.add_node("cluster-node-0", labels={"role": "ingress"})
+    attempts: list[Callable[[], object]] = [
+        lambda: webhook_api.patch_node("cluster-node-0", {"metadata": {"labels": {"role": "worker"}}}),
+        lambda: webhook_api.list_namespaced_secret(real_cluster.namespace),
+        lambda: webhook_api.list_namespaced_config_map("kube-system"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ApiException) as refused:
+            attempt()
+        assert refused.value.status == 403
+    assert [node.metadata.name for node in webhook_api.list_node().items] == ["cluster-node-0"]
+
+
+def test_an_ownership_store_outside_its_namespace_fails_with_a_clear_non_retryable_error(
+    webhook_api: client.CoreV1Api,
+) -> None:
+    store = ConfigMapOwnershipStore(webhook_api, namespace="kube-system", name="landb-webhook-ownership")
+    with pytest.raises(UpstreamError) as raised:
+        store.records()
+    assert (raised.value.upstream, raised.value.retryable) == ("kubernetes", False)
+    assert "403" in raised.value.reason
