@@ -84,6 +84,10 @@ class LoadToken:
 
 def parse_token(text: str) -> LoadToken | None:
     """The load-balanced alias a token stands for; None for a plain (CNAME) alias or anything unknown."""
+    if not text.isascii():
+        # Checked before lower-casing, which maps some non-ASCII letters to ASCII ones (KELVIN SIGN -> k):
+        # LanDB would not publish such a token as the alias it would lower-case to.
+        return None
     match = _LOAD_TOKEN.fullmatch(text.strip())
     if match is None:
         return None
