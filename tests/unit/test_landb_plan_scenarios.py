@@ -97,6 +97,20 @@ def test_hand_set_duplicate_index_is_repaired_make_before_break() -> None:
     assert carriers(apply(fleet, plan))["app"] == {"a", "b"}
 
 
+def test_a_duplicate_is_repaired_on_the_server_holding_two_indices_with_one_write() -> None:
+    # node-1 sorts first, but it holds 5 as well: it keeps 5 and drops 0; node-2, whose only N is 0,
+    # is not renumbered. One break write in all, instead of a new N for node-2 and two servers written.
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-,app--load-5-"),
+        server("b", "node-2", landb_alias="app--load-0-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"})})
+    assert writes(plan) == {"a": ({}, (), {"landb-alias": "app--load-5-"}, ())}
+    after = {s.server_id: s for s in apply(fleet, plan)}
+    assert after["a"].metadata["landb-alias"] == "app--load-5-"
+    assert after["b"].metadata["landb-alias"] == "app--load-0-"
+
+
 def test_a_shared_index_goes_to_the_first_server_by_name_then_by_id() -> None:
     fleet = [
         server("id-9", "node-a", landb_alias="app--load-0-"),
