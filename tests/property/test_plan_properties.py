@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from landb_replay import (
     all_tokens,
@@ -275,7 +275,23 @@ def test_new_tokens_take_the_smallest_free_indices_at_or_above_the_floor(scenari
 
 
 @given(scenarios())
+@example(
+    # The same N in a frozen key of the same server: the frozen form carries the alias, ours goes.
+    Scenario(
+        [
+            ServerState(
+                "id-0", "node-a", "node-a", {"landb-alias": "app--load-0-", "landb-alias1": "app--load-0-"}
+            )
+        ],
+        {"app": frozenset({"id-0"})},
+        floor=0,
+        max_length=254,
+        quota=GENEROUS_QUOTA,
+    )
+)
 def test_a_carrier_whose_token_is_its_own_keeps_that_exact_text_in_place(scenario: Scenario) -> None:
+    """...unless the server also holds that N in a form we never edit: that form then carries the alias
+    and the token of ours is dropped (what cannot move wins)."""
     after = by_id(apply_plan(scenario.servers, scenario.plan()))
     for label, wanted in scenario.wanted.items():
         indices = indices_by_server(scenario.servers, label)
@@ -288,7 +304,10 @@ def test_a_carrier_whose_token_is_its_own_keeps_that_exact_text_in_place(scenari
                 continue
             (text,) = editable_texts(server, label)
             number = next(n for n, tokens in slot_texts(server).items() if text in tokens)
-            assert text in slot_texts(after[server.server_id]).get(number, ()), (label, text)
+            kept = text in slot_texts(after[server.server_id]).get(number, ())
+            frozen = read_aliases(server.metadata).frozen_tokens()
+            frozen_too = any(t.label == label and t.index == index for t in frozen)
+            assert kept != frozen_too, (label, text, frozen_too)
 
 
 def converged(scenario: Scenario) -> list[ServerState]:
