@@ -12,7 +12,7 @@ CNAME and A records at once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -74,18 +74,20 @@ class Plan:
 
 def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers LanDB publishes it for (any key, ours or frozen)."""
-    found: dict[str, set[str]] = defaultdict(set)
-    for server in servers:
-        for token in read_aliases(server.metadata).load_tokens():
-            found[token.label].add(server.server_id)
-    return dict(found)
+    return _holders(servers, ServerAliases.load_tokens)
 
 
 def frozen_carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers holding it in a form we never edit: they carry it regardless."""
+    return _holders(servers, ServerAliases.frozen_tokens)
+
+
+def _holders(
+    servers: Iterable[ServerState], tokens: Callable[[ServerAliases], Iterable[LoadToken]]
+) -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for server in servers:
-        for token in read_aliases(server.metadata).frozen_tokens():
+        for token in tokens(read_aliases(server.metadata)):
             found[token.label].add(server.server_id)
     return dict(found)
 
