@@ -205,18 +205,21 @@ class LandbProvider:
             if is_ownership_record(e) and e.key not in kept_claim_keys
         ]
 
-        publish = self._labels(
-            e for e in (*changes.create, *changes.update_new) if not is_ownership_record(e)
-        )
-        # Records reports nothing as a CNAME but plain aliases: a change of one would overwrite or delete it.
+        # Records reports nothing as a CNAME but plain aliases (AdjustEndpoints turns every desired CNAME
+        # into an A record): a change of a CNAME would overwrite or delete one.
         plain_changes = [
-            e for e in (*changes.delete, *changes.update_old) if e.record_type.upper() == "CNAME"
+            e for e in (*changes.update_old, *changes.update_new, *changes.delete) if _is_cname(e)
         ]
+        publish = self._labels(
+            e
+            for e in (*changes.create, *changes.update_new)
+            if not is_ownership_record(e) and e not in plain_changes
+        )
         withdraw = (
             self._labels(
                 e
                 for e in (*changes.delete, *changes.update_old)
-                if not is_ownership_record(e) and e.record_type.upper() != "CNAME"
+                if not is_ownership_record(e) and not _is_cname(e)
             )
             - publish
         )
@@ -432,6 +435,10 @@ class LandbProvider:
 
 def _problems(verdict: Verdict) -> str:
     return ", ".join(verdict.problems)
+
+
+def _is_cname(endpoint: Endpoint) -> bool:
+    return endpoint.record_type.upper() == "CNAME"
 
 
 def _label_of(dns_name: str) -> str:
