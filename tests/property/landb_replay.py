@@ -72,6 +72,13 @@ def frozen_holders(servers: Iterable[ServerState], label: str) -> set[str]:
     }
 
 
+def plain_holders(servers: Iterable[ServerState], label: str) -> set[str]:
+    """Servers holding ``label`` as a plain (CNAME) alias, in any key or form."""
+    return {
+        s.server_id for s in servers if any(p == label for p, _ in read_aliases(s.metadata).plain_aliases())
+    }
+
+
 def indices_by_server(servers: Iterable[ServerState], label: str) -> dict[str, set[int]]:
     """server id -> every N it carries ``label`` with, in any key or form."""
     return {

@@ -28,7 +28,9 @@ LABEL_POOL = ("app", "web", "db-1", "x9", "a-very-long-alias-name")
 
 LONGEST_TOKEN = len("a-very-long-alias-name--load-999-")
 
-NOT_LOAD_TOKENS = ("plain", "app", "someone-else", "weird--load-x-", "app--load-", "-bad--load-1-")
+PLAIN_ALIASES = ("plain", "app", "someone-else")
+"""Plain (CNAME) aliases; ``app`` is also in the label pool, so a name is sometimes held both ways."""
+NOT_LOAD_TOKENS = (*PLAIN_ALIASES, "weird--load-x-", "app--load-", "-bad--load-1-")
 """Texts LanDB may find in a value that are not ``<label>--load-N-``: CNAME aliases and unknown forms."""
 
 FOREIGN_KEYS = (
@@ -137,6 +139,16 @@ class GeneratedMetadata:
     metadata: dict[str, str]
     expected_tokens: tuple[LoadToken, ...]
     """Every load token written into an alias key, in any form: what LanDB will publish."""
+
+    def expected_plain_aliases(self) -> list[str]:
+        """Every plain alias written into an alias key, in any form (they are spelled only one way)."""
+        return [
+            text
+            for key, value in self.metadata.items()
+            if key.startswith("landb-alias")
+            for text in value.replace(";", ",").replace(":", ",").split(",")
+            if text.strip() in PLAIN_ALIASES
+        ]
 
 
 @st.composite

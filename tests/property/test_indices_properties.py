@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from landb_replay import smallest_free
 
@@ -33,12 +34,12 @@ class IndexCase:
 
 
 @st.composite
-def index_cases(draw: st.DrawFn, *, disjoint: bool = False) -> IndexCase:
+def index_cases(draw: st.DrawFn, *, disjoint: bool = False, max_servers: int = 8) -> IndexCase:
     """Visible servers holding small Ns (colliding unless ``disjoint``) and a subset of them wanted.
 
     ``disjoint`` gives every server Ns no other server holds: the state after a convergence.
     """
-    ids = [f"s{i}" for i in range(draw(st.integers(0, 8)))]
+    ids = [f"s{i}" for i in range(draw(st.integers(0, max_servers)))]
     held: dict[str, list[int]] = {}
     seen: set[int] = set()
     for server in ids:
@@ -164,3 +165,90 @@ def test_the_result_depends_only_on_wanted_order_not_on_how_held_is_listed(
     shuffled = {server: list(reversed(ns)) for server, ns in shuffled_items}
     assert assign_indices(case.wanted, shuffled, floor=case.floor) == case.assign()
     assert case.assign() == case.assign()
+
+
+# -- repairing duplicates with the fewest writes -------------------------------------------------
+
+
+def written(case: IndexCase, result: dict[str, int | None]) -> tuple[int, int]:
+    """(servers written, new Ns) of an outcome: a carrier is written when it takes a new N (None) or
+    holds an N besides the one it keeps."""
+    servers = new = 0
+    for server, kept in result.items():
+        mine = set(case.held.get(server, ()))
+        if kept is None:
+            new += 1
+        servers += kept is None or bool(mine - {kept})
+    return servers, new
+
+
+def fewest_writes(case: IndexCase) -> tuple[int, int]:
+    """By brute force: every way for each wanted carrier to keep one of its Ns (distinct) or take a new N."""
+    options = [[*sorted(set(case.held.get(s, ()))), None] for s in case.wanted]
+    best = (len(case.wanted) + 1, len(case.wanted) + 1)
+    for choice in itertools.product(*options):
+        kept = [n for n in choice if n is not None]
+        if len(kept) == len(set(kept)):
+            best = min(best, written(case, dict(zip(case.wanted, choice, strict=True))))
+    return best
+
+
+def as_outcome(case: IndexCase, result: dict[str, int]) -> dict[str, int | None]:
+    return {s: (n if n in case.held.get(s, ()) else None) for s, n in result.items()}
+
+
+ISSUE_6_DUPLICATE = IndexCase(["a", "b"], {"a": [0, 5], "b": [0]}, frozenset(), 0)
+"""``a: app--load-0-,app--load-5-``, ``b: app--load-0-``: a keeps 5, b keeps 0, one write (a drops 0)."""
+
+
+@given(index_cases(max_servers=5))
+@example(ISSUE_6_DUPLICATE)
+@example(IndexCase(["a", "b", "c"], {"a": [0, 1], "b": [0], "c": [1]}, frozenset(), 0))
+@example(IndexCase(["a", "b"], {"a": [0, 1], "b": [0, 2]}, frozenset(), 0))
+def test_duplicates_are_repaired_with_the_fewest_servers_written_then_the_fewest_new_indices(
+    case: IndexCase,
+) -> None:
+    assert written(case, as_outcome(case, case.assign())) == fewest_writes(case)
+
+
+@given(index_cases())
+@example(ISSUE_6_DUPLICATE)
+def test_a_carrier_holding_one_index_is_renumbered_only_for_an_earlier_carrier_holding_only_that_one(
+    case: IndexCase,
+) -> None:
+    """A carrier holding several Ns gives up a duplicated one before anyone else is renumbered."""
+    result = case.assign()
+    for position, server in enumerate(case.wanted):
+        mine = set(case.held.get(server, ()))
+        if len(mine) == 1 and result[server] not in mine:
+            (index,) = mine
+            earlier = case.wanted[:position]
+            assert any(result[o] == index and set(case.held.get(o, ())) == mine for o in earlier), (
+                server,
+                index,
+            )
+
+
+def test_the_issue_6_duplicate_ends_with_a_on_5_and_b_on_0() -> None:
+    assert ISSUE_6_DUPLICATE.assign() == {"a": 5, "b": 0}
+
+
+@given(index_cases(), st.data())
+def test_a_carrier_holding_a_pinned_index_keeps_it_and_nobody_else_takes_it(
+    case: IndexCase, data: st.DataObject
+) -> None:
+    """A pinned N (held in a form we never edit) is settled before everything else, duplicates included."""
+    pinned = {
+        s: data.draw(st.sampled_from(ns)) for s, ns in case.held.items() if ns and data.draw(st.booleans())
+    }
+    result = assign_indices(
+        case.wanted, case.visible(), pinned={s: [n] for s, n in pinned.items()}, floor=case.floor
+    )
+    first_pinning: dict[int, str] = {}
+    for server in case.wanted:
+        if server in pinned:
+            first_pinning.setdefault(pinned[server], server)
+    for index, server in first_pinning.items():
+        assert result[server] == index
+    for server, index in result.items():
+        assert index not in pinned.values() or pinned.get(server) == index, (server, index, pinned)

@@ -81,6 +81,14 @@ def test_every_load_token_in_any_alias_key_or_form_is_read(generated: GeneratedM
     assert Counter(read_aliases(generated.metadata).load_tokens()) == Counter(generated.expected_tokens)
 
 
+@given(server_metadata())
+def test_every_plain_alias_in_any_alias_key_or_form_is_read_and_nothing_else_is(
+    generated: GeneratedMetadata,
+) -> None:
+    plain = [label for label, _ in read_aliases(generated.metadata).plain_aliases()]
+    assert Counter(plain) == Counter(text.strip() for text in generated.expected_plain_aliases())
+
+
 @given(st.sampled_from(["landb-alias", "landb-alias2", "landb-alias1", "landb-alias-extra"]), st.data())
 def test_a_per_interface_value_is_frozen_in_any_key_and_its_aliases_are_read(
     key: str, data: st.DataObject

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from landb_strategies import DOMAIN, valid_labels
 
@@ -170,8 +170,19 @@ def test_a_token_whose_label_is_too_long_is_not_a_load_token(label: str, index: 
 
 
 @given(st.text(max_size=255))
+@example("\u212aapp--load-1-")  # KELVIN SIGN: lower-casing it first made this "kapp"
 def test_parse_token_never_raises_and_only_yields_valid_labels(text: str) -> None:
     token = parse_token(text)
     if token is not None:
+        assert text.isascii(), "a token is only what LanDB reads as one: ASCII text"
         assert validate_label(token.label) == token.label
         assert parse_token(token.render()) == token
+
+
+@given(valid_labels, indices, st.sampled_from("\u212a\u0130\u017f\u00e9"), st.booleans())
+@example("app", 1, "\u212a", True)
+def test_a_token_with_a_non_ascii_letter_is_no_token_even_if_lower_casing_makes_it_ascii(
+    label: str, index: int, letter: str, in_front: bool
+) -> None:
+    text = f"{letter}{label}--load-{index}-" if in_front else f"{label}{letter}--load-{index}-"
+    assert parse_token(text) is None

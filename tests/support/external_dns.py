@@ -53,33 +53,49 @@ class Loop:
 
 
 def plan(
-    current: Sequence[Endpoint], desired: Sequence[Endpoint], *, owner: str, policy: str = "sync"
+    current: Sequence[Endpoint], desired: Sequence[Endpoint], *, owner: str | None, policy: str = "sync"
 ) -> Loop:
-    """The change set one loop sends, for records owned through TXT records of ``owner``."""
-    claims = {e.label(OWNED_RECORD) or e.dns_name: e for e in current if e.record_type == "TXT"}
+    """The change set one loop sends: registry ``txt`` with ``owner``, or registry ``noop`` (owner None).
+
+    As the planner does it, per name: a record of a desired type that exists is updated, one that does not
+    is created -- only if every current record of that name is owned -- and a current record whose name
+    or type is not desired is deleted (``sync`` only); with ``txt``, only owned records change or go.
+    """
+    claims = {e.dns_name: e for e in current if e.record_type == "TXT"}
     records: dict[tuple[str, str, str], Endpoint] = {}
     for endpoint in current:
         if endpoint.record_type != "TXT":
             records.setdefault(endpoint.key, endpoint)  # external-dns keeps one per key
-    owned = {
-        key
-        for key, record in records.items()
-        if (claim := claims.get(record.dns_name)) is not None and _owner_of(claim.targets[0]) == owner
-    }
-    wanted = {e.key: e for e in desired if e.record_type != "TXT"}
 
-    create, update_old, update_new, delete = [], [], [], []
-    for key, record in sorted(wanted.items()):
-        existing = records.get(key)
-        if existing is None:
-            create += [record, ownership_record(record, owner)]
-        elif key in owned and not _same(existing, record):
-            update_old.append(existing)
-            update_new.append(replace(record, labels=existing.labels or record.labels))
-    if policy == "sync":
-        for key in sorted(owned - wanted.keys()):
-            delete += [records[key], claims[records[key].dns_name]]
-    unowned = tuple(sorted(records[k].dns_name for k in records.keys() - owned))
+    def is_owned(record: Endpoint) -> bool:
+        if owner is None:
+            return True
+        # The txt registry matches a claim to a record by name and type (a-app.cern.ch claims the A record).
+        claim = claims.get(txt_name(record))
+        return claim is not None and _owner_of(claim.targets[0]) == owner
+
+    wanted = {e.key: e for e in desired if e.record_type != "TXT"}
+    create: list[Endpoint] = []
+    update_old: list[Endpoint] = []
+    update_new: list[Endpoint] = []
+    delete: list[Endpoint] = []
+    for name in sorted({key[0] for key in (*records, *wanted)}):
+        row = [r for key, r in sorted(records.items()) if key[0] == name]
+        asked = [w for key, w in sorted(wanted.items()) if key[0] == name]
+        for record in row:
+            if record.key not in wanted and is_owned(record) and policy == "sync":
+                delete += [record] if owner is None else [record, claims[txt_name(record)]]
+        for record in asked:
+            existing = records.get(record.key)
+            changed = existing is not None and is_owned(existing) and not _same(existing, record)
+            if changed and existing is not None and policy != "create-only":
+                update_old.append(existing)
+                update_new.append(replace(record, labels=existing.labels or record.labels))
+        missing = [w for w in asked if w.key not in records]
+        if missing and all(is_owned(r) for r in row):
+            for record in missing:
+                create += [record] if owner is None else [record, ownership_record(record, owner)]
+    unowned = tuple(sorted(r.dns_name for r in records.values() if not is_owned(r)))
     return Loop(
         Changes(
             create=tuple(create),

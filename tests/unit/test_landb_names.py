@@ -51,6 +51,8 @@ def test_names_landb_cannot_publish_are_refused_with_the_reason(
         (" myapp--load-12- ", LoadToken("myapp", 12)),
         ("myapp", None),
         ("myapp--load-", None),
+        ("\u212aapp--load-1-", None),  # KELVIN SIGN lower-cases to "k": not the alias "kapp"
+        ("app\u017f--load-1-", None),  # LONG S lower-cases... to itself, but is still not ASCII
     ],
 )
 def test_tokens_found_in_a_value(text: str, token: LoadToken | None) -> None:

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from landb_webhook.landb.plan import MetadataWrite, Plan, ServerState, carriers, plan_changes
+from landb_webhook.landb.plan import (
+    MetadataWrite,
+    Plan,
+    ServerState,
+    carriers,
+    frozen_carriers,
+    plain_aliases,
+    plan_changes,
+)
 
 PROJECT_KEYS = {"landb-mainuser": "ingress-admins", "landb-responsible": "jdoe", "cern-services": "web"}
 
@@ -95,6 +103,20 @@ def test_hand_set_duplicate_index_is_repaired_make_before_break() -> None:
     }
     assert carriers(apply(fleet, plan, phases=("make",)))["app"] == {"a", "b"}
     assert carriers(apply(fleet, plan))["app"] == {"a", "b"}
+
+
+def test_a_duplicate_is_repaired_on_the_server_holding_two_indices_with_one_write() -> None:
+    # node-1 sorts first, but it holds 5 as well: it keeps 5 and drops 0; node-2, whose only N is 0,
+    # is not renumbered. One break write in all, instead of a new N for node-2 and two servers written.
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-,app--load-5-"),
+        server("b", "node-2", landb_alias="app--load-0-"),
+    ]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"})})
+    assert writes(plan) == {"a": ({}, (), {"landb-alias": "app--load-5-"}, ())}
+    after = {s.server_id: s for s in apply(fleet, plan)}
+    assert after["a"].metadata["landb-alias"] == "app--load-5-"
+    assert after["b"].metadata["landb-alias"] == "app--load-0-"
 
 
 def test_a_shared_index_goes_to_the_first_server_by_name_then_by_id() -> None:
@@ -210,3 +232,42 @@ def test_an_index_held_in_a_form_we_never_edit_wins_over_a_token_of_ours() -> No
         "a": ({"landb-alias": "app--load-0-,app--load-1-"}, (), {"landb-alias": "app--load-1-"}, ())
     }
     assert carriers(apply(fleet, plan)) == {"app": {"a", "b"}}
+
+
+def test_a_name_held_as_a_plain_alias_gets_no_load_token_anywhere() -> None:
+    """``app`` is a CNAME to node-1: ``app--load-N-`` anywhere would make one name a CNAME and A records."""
+    fleet = [server("a", "node-1", landb_alias="app,web--load-0-"), server("b", "node-2")]
+    plan = plan_changes(fleet, {"app": frozenset({"a", "b"}), "web": frozenset({"a", "b"})})
+    assert writes(plan) == {"b": ({"landb-alias": "web--load-1-"}, (), {}, ())}
+    assert sorted((r.label, r.server.server_id, r.kind) for r in plan.refusals) == [
+        ("app", "a", "plain_alias"),
+        ("app", "b", "plain_alias"),
+    ]
+    assert "plain (CNAME) alias app is set on node-1" in plan.refusals[0].reason
+
+
+def test_a_plain_alias_blocks_the_move_of_its_load_tokens_but_not_their_withdrawal() -> None:
+    # A hand edit left both forms: app on node-2 as a CNAME, app--load-0- on node-1 from us.
+    fleet = [
+        server("a", "node-1", landb_alias="app--load-0-"),
+        server("b", "node-2", landb_alias2="eth0.cern.ch:app"),
+        server("c", "node-3"),
+    ]
+    moving = plan_changes(fleet, {"app": frozenset({"c"})})
+    assert writes(moving) == {}, "the new carrier is refused, so the old one keeps its token"
+    assert [(r.server.server_id, r.kind) for r in moving.refusals] == [("c", "plain_alias")]
+    withdrawn = plan_changes(fleet, {"app": frozenset()})
+    assert writes(withdrawn) == {"a": ({}, (), {}, ("landb-alias",))}
+    assert withdrawn.refusals == ()
+
+
+def test_plain_aliases_point_at_the_server_or_at_the_interface_a_value_names() -> None:
+    fleet = [
+        server("a", "Node-1", landb_alias="App , web--load-0-", landb_alias1="legacy"),
+        server("b", "node-2", landb_alias="node-2-eth1.cern.ch:app,other--load-1-;node-2.cern.ch:x_y"),
+    ]
+    assert plain_aliases(fleet, "cern.ch") == {
+        "app": {"node-1.cern.ch", "node-2-eth1.cern.ch"},
+        "legacy": {"node-1.cern.ch"},
+    }
+    assert frozen_carriers(fleet) == {"other": {"b"}}

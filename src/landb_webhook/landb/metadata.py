@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from landb_webhook.landb.names import LoadToken, parse_token
+from landb_webhook.landb.names import LoadToken, parse_plain_alias, parse_token
 
 ALIAS_KEY_PREFIX = "landb-alias"
 _SLOT_KEY = re.compile(r"landb-alias(?:(?P<number>[2-9]|[1-9][0-9]+))?")
@@ -54,10 +54,12 @@ def join_tokens(tokens: tuple[str, ...]) -> str:
     return ",".join(tokens)
 
 
-def _per_interface_tokens(value: str) -> Iterator[str]:
+def _per_interface_tokens(value: str) -> Iterator[tuple[str | None, str]]:
+    """(interface, token text) for every token of a per-interface value."""
     for part in value.split(";"):
-        _, _, aliases = part.rpartition(":")
-        yield from split_tokens(aliases)
+        interface, _, aliases = part.rpartition(":")
+        for text in split_tokens(aliases):
+            yield interface.strip() or None, text
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,28 @@ class ServerAliases:
                 if token is not None:
                     yield number, text, token
 
-    def frozen_tokens(self) -> Iterator[LoadToken]:
+    def _frozen_texts(self) -> Iterator[tuple[str | None, str]]:
+        """(interface, token text) for every token in a frozen key or form; interface None: the server."""
         for value in self.frozen.values():
-            texts = _per_interface_tokens(value) if is_per_interface_form(value) else split_tokens(value)
-            for text in texts:
-                token = parse_token(text)
-                if token is not None:
-                    yield token
+            if is_per_interface_form(value):
+                yield from _per_interface_tokens(value)
+            else:
+                yield from ((None, text) for text in split_tokens(value))
+
+    def frozen_tokens(self) -> Iterator[LoadToken]:
+        for _, text in self._frozen_texts():
+            token = parse_token(text)
+            if token is not None:
+                yield token
+
+    def plain_aliases(self) -> Iterator[tuple[str, str | None]]:
+        """(label, interface) for every plain (CNAME) alias, in any key or form: LanDB points it at the
+        interface a per-interface value names, else (interface None) at the server itself."""
+        slot_texts = ((None, text) for number in sorted(self.slots) for text in self.slots[number])
+        for interface, text in (*slot_texts, *self._frozen_texts()):
+            label = parse_plain_alias(text)
+            if label is not None:
+                yield label, interface
 
     def load_tokens(self) -> Iterator[LoadToken]:
         """Every load-balanced alias LanDB will publish for this server."""

@@ -82,8 +82,24 @@ class LoadToken:
         return f"{self.label}--load-{self.index}-"
 
 
+def parse_plain_alias(text: str) -> str | None:
+    """The label of a plain (CNAME) alias such as ``app``; None for a load token or anything unknown.
+
+    LanDB publishes it as a CNAME to the host; a load token never is one (it ends with ``-``).
+    """
+    label = text.strip()
+    if not label.isascii():
+        return None
+    label = label.lower()
+    return label if _LABEL.fullmatch(label) and len(label) <= MAX_LABEL_LENGTH else None
+
+
 def parse_token(text: str) -> LoadToken | None:
     """The load-balanced alias a token stands for; None for a plain (CNAME) alias or anything unknown."""
+    if not text.isascii():
+        # Checked before lower-casing, which maps some non-ASCII letters to ASCII ones (KELVIN SIGN -> k):
+        # LanDB would not publish such a token as the alias it would lower-case to.
+        return None
     match = _LOAD_TOKEN.fullmatch(text.strip())
     if match is None:
         return None

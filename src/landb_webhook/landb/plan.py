@@ -4,19 +4,21 @@ THE APPLY ORDERING lives here as data: every server's change is split into a *ma
 additions only) and a *break* write (phase 2, removals only). The executor writes every make before
 any break, so an alias that exists before and after never has zero carriers (design invariant 3).
 Writes touch only slot keys (``landb-alias``, ``landb-alias<k>``); every other key, frozen alias keys
-included, is left as it is (invariant 4).
+included, is left as it is (invariant 4). A plain (CNAME) alias is never written, and no ``--load-N-``
+token is added for a name LanDB already holds as a plain alias anywhere we can see: one name cannot be a
+CNAME and A records at once.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from landb_webhook.landb.indices import assign_indices
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
-from landb_webhook.landb.names import LoadToken
+from landb_webhook.landb.names import LoadToken, dns_name_for
 from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
 
 
@@ -59,6 +61,9 @@ class Refusal:
     label: str
     server: ServerState
     reason: str
+    kind: str = "capacity"
+    """``frozen`` (held in a form we never edit), ``plain_alias`` (the name is a CNAME alias) or
+    ``capacity`` (value length, metadata quota): a fixed word for metrics, and to tell them apart."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +74,32 @@ class Plan:
 
 def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers LanDB publishes it for (any key, ours or frozen)."""
+    return _holders(servers, ServerAliases.load_tokens)
+
+
+def frozen_carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
+    """Alias label -> ids of the servers holding it in a form we never edit: they carry it regardless."""
+    return _holders(servers, ServerAliases.frozen_tokens)
+
+
+def _holders(
+    servers: Iterable[ServerState], tokens: Callable[[ServerAliases], Iterable[LoadToken]]
+) -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for server in servers:
-        for token in read_aliases(server.metadata).load_tokens():
+        for token in tokens(read_aliases(server.metadata)):
             found[token.label].add(server.server_id)
+    return dict(found)
+
+
+def plain_aliases(servers: Iterable[ServerState], domain: str) -> dict[str, set[str]]:
+    """Plain (CNAME) alias label -> the host names LanDB points it at: the interface a per-interface value
+    names, else the server's own name in ``domain``."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for server in servers:
+        for label, interface in read_aliases(server.metadata).plain_aliases():
+            host = interface or dns_name_for(server.server_name, domain)
+            found[label].add(host.lower().rstrip("."))
     return dict(found)
 
 
@@ -88,14 +115,20 @@ def plan_changes(
     """Plan the writes that make exactly ``wanted[label]`` (server ids) carry each label in ``wanted``.
 
     Labels absent from ``wanted`` are not looked at; ``wanted[label]`` empty withdraws the label.
-    An addition that cannot be written (value length, quota) is refused, and its label then loses no
-    token anywhere in this plan. ``preferred[label][server id]`` is the N a returning carrier last held.
+    An addition that cannot be written (value length, quota, a plain alias of the same name) is refused,
+    and its label then loses no token anywhere in this plan. ``preferred[label][server id]`` is the N a
+    returning carrier last held.
     """
     aliases = {s.server_id: read_aliases(s.metadata) for s in servers}
+    order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
+    plain: dict[str, ServerState] = {}
+    for server in order:
+        for label, _ in aliases[server.server_id].plain_aliases():
+            plain.setdefault(label, server)
     adds: dict[str, list[LoadToken]] = defaultdict(list)
     removes: dict[str, list[tuple[str, LoadToken]]] = defaultdict(list)
     refusals: list[Refusal] = []
-    order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
+    plain_refusals: list[Refusal] = []
 
     for label in sorted(wanted):
         held = {
@@ -116,13 +149,17 @@ def plan_changes(
             if index is None:
                 removes[server.server_id].extend(mine)
                 if any(t.label == label for t in found.frozen_tokens()):
-                    refusals.append(Refusal(label, server, "held in a key or form we never edit"))
+                    refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
                 continue
             if index in pinned[server.server_id]:
                 keeping = None  # carried in a form we never edit: no token of ours is needed
             else:
                 keeping = next((text for text, token in mine if token.index == index), None)
-                if keeping is None:
+                if keeping is None and label in plain:
+                    holder = plain[label].node_name
+                    reason = f"plain (CNAME) alias {label} is set on {holder}: no A record may join it"
+                    plain_refusals.append(Refusal(label, server, reason, "plain_alias"))
+                elif keeping is None:
                     adds[server.server_id].append(LoadToken(label, index))
             removes[server.server_id].extend((text, token) for text, token in mine if text != keeping)
 
@@ -132,6 +169,8 @@ def plan_changes(
     # A label whose new carrier cannot be written keeps every token it has, on every server: removing
     # its old carriers would break it with nothing made in their place (design invariant 3).
     held_back = {r.label for additions in phase1.values() for r in additions.refusals}
+    held_back |= {r.label for r in plain_refusals}
+    refusals.extend(plain_refusals)
 
     plans: list[ServerPlan] = []
     for server in order:

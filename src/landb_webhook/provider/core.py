@@ -19,7 +19,14 @@ import structlog
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
-from landb_webhook.landb.plan import Plan, Refusal, carriers, plan_changes
+from landb_webhook.landb.plan import (
+    Plan,
+    Refusal,
+    carriers,
+    frozen_carriers,
+    plain_aliases,
+    plan_changes,
+)
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
 from landb_webhook.provider.executor import Outcome, PlanExecutor
@@ -100,9 +107,44 @@ class LandbProvider:
         ]
         claims = list(self._ownership.records())
         self._report_unowned(found, claims)
+        self._report_frozen_outside_ingress(inventory)
         self._metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
         self._metrics.aliases_managed.set(len(found))
-        return [*aliases, *claims]
+        return [*aliases, *self._plain_alias_records(inventory), *claims]
+
+    def _plain_alias_records(self, inventory: Inventory) -> list[Endpoint]:
+        """Plain (CNAME) aliases, reported so that external-dns sees their names as taken.
+
+        As CNAME records to the hosts LanDB points them at, with no owner: the txt registry then never
+        updates or deletes them, and creates nothing beside them (it creates only where every record of
+        a name is its own). The noop registry has no owners, so with ``sync`` it would ask to delete them
+        every loop: they are not reported then, and AdjustEndpoints keeps their names out of the plan.
+        """
+        found = plain_aliases(inventory.server_states(), self._options.dns_domain)
+        for label, hosts in sorted(found.items()):
+            self._warn_once(
+                label, "plain (CNAME) alias set by someone else: never written", hosts=sorted(hosts)
+            )
+        if self._options.registry != "txt":
+            return []
+        return [
+            Endpoint(dns_name_for(label, self._options.dns_domain), "CNAME", tuple(sorted(hosts)))
+            for label, hosts in sorted(found.items())
+        ]
+
+    def _report_frozen_outside_ingress(self, inventory: Inventory) -> None:
+        """An alias in a key or form we never edit on a node that must not carry it stays published there:
+        nothing we write changes that, so it is said once, and AdjustEndpoints counts it as a carrier."""
+        ingress = inventory.ingress_server_ids()
+        names = {s.server_id: s.node_name for s in inventory.server_states()}
+        for label, ids in sorted(frozen_carriers(inventory.server_states()).items()):
+            if outside := sorted(names[i] for i in ids - ingress):
+                self._warn_once(
+                    label,
+                    "alias held in a key or form we never edit on a non-ingress node: it stays published "
+                    "there until removed by hand",
+                    nodes=outside,
+                )
 
     # -- AdjustEndpoints --------------------------------------------------------------------
 
@@ -110,6 +152,9 @@ class LandbProvider:
         """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
         inventory = self._inventory.recent()
         placement = self._placement(inventory)
+        states = inventory.server_states()
+        found, frozen = carriers(states), frozen_carriers(states)
+        plain = plain_aliases(states, self._options.dns_domain)
         aliases: dict[str, Endpoint] = {}
         passed: list[Endpoint] = []
         for endpoint in endpoints:
@@ -119,10 +164,21 @@ class LandbProvider:
             label = self._alias_label(endpoint)
             if label is None or label in aliases:
                 continue
+            if label in plain and label not in found:
+                reason = (
+                    f"{label} is a plain (CNAME) alias set by someone else; remove it to publish the name"
+                )
+                self._drop(endpoint, reason, "plain_alias")
+                continue
+            # What Records will report once applied: the carriers placed, plus whoever holds the alias in a
+            # form we never edit; beside a plain alias nothing is added, so what carries it now.
+            carried = (
+                found[label] if label in plain else placement.carriers_of(label) | frozen.get(label, set())
+            )
             aliases[label] = Endpoint(
                 dns_name=dns_name_for(label, self._options.dns_domain),
                 record_type="A",
-                targets=inventory.ips_of(placement.carriers_of(label)),
+                targets=inventory.ips_of(carried),
                 labels=endpoint.labels,
             )
         return [*(aliases[label] for label in sorted(aliases)), *passed]
@@ -149,11 +205,22 @@ class LandbProvider:
             if is_ownership_record(e) and e.key not in kept_claim_keys
         ]
 
+        # Records reports nothing as a CNAME but plain aliases (AdjustEndpoints turns every desired CNAME
+        # into an A record): a change of a CNAME would overwrite or delete one.
+        plain_changes = [
+            e for e in (*changes.update_old, *changes.update_new, *changes.delete) if _is_cname(e)
+        ]
         publish = self._labels(
-            e for e in (*changes.create, *changes.update_new) if not is_ownership_record(e)
+            e
+            for e in (*changes.create, *changes.update_new)
+            if not is_ownership_record(e) and e not in plain_changes
         )
         withdraw = (
-            self._labels(e for e in (*changes.delete, *changes.update_old) if not is_ownership_record(e))
+            self._labels(
+                e
+                for e in (*changes.delete, *changes.update_old)
+                if not is_ownership_record(e) and not _is_cname(e)
+            )
             - publish
         )
 
@@ -161,6 +228,7 @@ class LandbProvider:
         publish -= not_owned
         withdraw -= not_owned
         refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
+        refused += self._refuse_plain_alias_changes(plain_changes)
 
         placement = self._placement(inventory)
         if publish and not placement.ingress:
@@ -189,9 +257,14 @@ class LandbProvider:
         refused.extend(self._log_refusals(plan.refusals))
         self._log_plan(plan, len(inventory.server_states()))
 
-        self._store_claims(upserts=new_claims, deletes=[])
+        beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"}
+        self._store_claims(
+            upserts=[c for c in new_claims if _label_of(owned_name(c)) not in beside_plain], deletes=[]
+        )
         outcome = self._executor.execute(plan.servers)
-        unfinished = outcome.failed_labels() | {r.label for r in plan.refusals}
+        # A frozen holder keeps the alias whatever we do: once our tokens are gone the name is someone
+        # else's, so its claim goes too (else external-dns would ask to delete it every loop).
+        unfinished = outcome.failed_labels() | {r.label for r in plan.refusals if r.kind != "frozen"}
         self._store_claims(
             upserts=[],
             deletes=[c for c in gone_claims if _label_of(owned_name(c)) not in unfinished],
@@ -261,13 +334,13 @@ class LandbProvider:
         self._metrics.dropped_endpoints_total.labels(reason=kind).inc()
         self._warn_once(f"{endpoint.dns_name} {endpoint.record_type}", f"endpoint dropped: {reason}")
 
-    def _warn_once(self, subject: str, message: str) -> None:
+    def _warn_once(self, subject: str, message: str, **fields: object) -> None:
         """Warn the first time; repeat at debug, so one bad Ingress does not flood every loop's log."""
         if (subject, message) in self._warned:
-            log.debug(message, subject=subject)
+            log.debug(message, subject=subject, **fields)
         else:
             self._warned.add((subject, message))
-            log.warning(message, subject=subject)
+            log.warning(message, subject=subject, **fields)
 
     def _unclaimed(self, labels: Iterable[str], claimed: set[str]) -> set[str]:
         """With the txt registry, aliases without a TXT claim are someone else's; with noop, none are."""
@@ -292,8 +365,20 @@ class LandbProvider:
             self._warn_once(label, "alias held by someone else (no ownership record): left untouched")
 
     def _log_refusals(self, refusals: Sequence[Refusal]) -> list[str]:
+        """Log and count each refusal; return those a later loop may land (the others are said once)."""
+        problems: list[str] = []
         for refusal in refusals:
-            self._metrics.refused_changes_total.labels(reason="plan").inc()
+            self._metrics.refused_changes_total.labels(
+                reason="plan" if refusal.kind == "capacity" else refusal.kind
+            ).inc()
+            if refusal.kind == "frozen":
+                # No retry changes it, and Records and AdjustEndpoints count the holder as a carrier.
+                self._warn_once(
+                    refusal.label,
+                    "alias held in a key or form we never edit: left in place",
+                    node=refusal.server.node_name,
+                )
+                continue
             log.warning(
                 "change refused",
                 alias=refusal.label,
@@ -301,7 +386,18 @@ class LandbProvider:
                 server=refusal.server.server_name,
                 reason=refusal.reason,
             )
-        return [f"{r.label} on {r.server.node_name}: {r.reason}" for r in refusals]
+            problems.append(f"{refusal.label} on {refusal.server.node_name}: {refusal.reason}")
+        return problems
+
+    def _refuse_plain_alias_changes(self, changes: Sequence[Endpoint]) -> list[str]:
+        for endpoint in changes:
+            self._metrics.refused_changes_total.labels(reason="plain_alias").inc()
+            log.warning(
+                "change refused: a plain (CNAME) alias is never deleted or overwritten",
+                alias=endpoint.dns_name,
+                hint="it was set by someone else; only they can remove it",
+            )
+        return [f"{e.dns_name}: plain (CNAME) alias, never deleted or overwritten" for e in changes]
 
     def _log_plan(self, plan: Plan, servers_seen: int) -> None:
         log.info(
@@ -339,6 +435,10 @@ class LandbProvider:
 
 def _problems(verdict: Verdict) -> str:
     return ", ".join(verdict.problems)
+
+
+def _is_cname(endpoint: Endpoint) -> bool:
+    return endpoint.record_type.upper() == "CNAME"
 
 
 def _label_of(dns_name: str) -> str:
