@@ -65,7 +65,7 @@ def build_provider(
         cloudconf.connection_options(settings.os_cloud_conf)  # a broken file stops start-up, not Records
     api_client = api_client_for(settings.kubeconfig)
     nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
-    servers = OpenStackServerStore.from_settings(settings)
+    servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
     ownership: OwnershipStore
     if settings.ownership_store == "configmap":
         ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
