@@ -44,7 +44,6 @@ def allowed(server: KubeApiServer, cluster: RealCluster, verb: str, resource: st
     [
         ("list", "nodes"),
         ("watch", "nodes"),
-        ("get", "configmaps"),
         ("list", "configmaps"),
         ("create", "configmaps"),
         ("update", "configmaps"),
@@ -62,10 +61,14 @@ def test_what_the_adapters_use_is_granted(
 @pytest.mark.parametrize(
     ("verb", "resource", "where"),
     [
+        ("get", "nodes", "cluster"),
         ("create", "nodes", "cluster"),
         ("update", "nodes", "cluster"),
         ("patch", "nodes", "cluster"),
         ("delete", "nodes", "cluster"),
+        ("get", "configmaps", "own"),
+        ("patch", "configmaps", "own"),
+        ("delete", "configmaps", "own"),
         ("get", "secrets", "own"),
         ("create", "pods", "own"),
         ("delete", "pods", "own"),
