@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import math
 import os
 import shlex
@@ -149,6 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SettingError as error:
             print(f"{PROG} serve: invalid settings: {error}. See '{PROG} serve --help'.", file=sys.stderr)
             return EXIT_INVALID_SETTINGS
+    if importlib.util.find_spec("landb_webhook.simulator") is None:
+        print(
+            f"{PROG} {args.command}: the simulator is not part of this installation (the production image "
+            "leaves it out); run it from a source checkout: make demo",
+            file=sys.stderr,
+        )
+        return EXIT_CANNOT_START
     if args.command == "simulator":
         return _simulator(args)
     return _demo(args)
