@@ -348,8 +348,8 @@ def assert_the_service_account_has_exactly_the_webhook_s_rights(server: KubeApiS
         )
 
     granted = [("list", "nodes", None), ("watch", "nodes", None)]
-    granted += [(verb, "configmaps", NAMESPACE) for verb in ("list", "create", "update")]
-    refused = [(verb, "configmaps", NAMESPACE) for verb in ("get", "patch", "delete")]
+    granted += [(verb, "configmaps", NAMESPACE) for verb in ("get", "list", "create", "update")]
+    refused = [(verb, "configmaps", NAMESPACE) for verb in ("patch", "delete", "watch")]
     refused += [("update", "nodes", None), ("list", "configmaps", "kube-system")]
     assert [check for check in granted if not allowed(*check)] == []
     assert [check for check in refused if allowed(*check)] == []

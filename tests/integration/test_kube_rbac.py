@@ -44,6 +44,7 @@ def allowed(server: KubeApiServer, cluster: RealCluster, verb: str, resource: st
     [
         ("list", "nodes"),
         ("watch", "nodes"),
+        ("get", "configmaps"),
         ("list", "configmaps"),
         ("create", "configmaps"),
         ("update", "configmaps"),
@@ -66,7 +67,6 @@ def test_what_the_adapters_use_is_granted(
         ("update", "nodes", "cluster"),
         ("patch", "nodes", "cluster"),
         ("delete", "nodes", "cluster"),
-        ("get", "configmaps", "own"),
         ("patch", "configmaps", "own"),
         ("delete", "configmaps", "own"),
         ("get", "secrets", "own"),

@@ -27,7 +27,7 @@ the highest-numbered copy, so a record is never missing, even between the two wr
 
 Only ConfigMaps labelled ``app.kubernetes.io/managed-by=landb-webhook`` are read (one labelled
 LIST); a same-named ConfigMap without that label is someone else's and is never overwritten.
-RBAC needed in the namespace: configmaps list, create, update (nothing reads one ConfigMap by name).
+RBAC needed in the namespace: configmaps get, list, create, update.
 """
 
 from __future__ import annotations
