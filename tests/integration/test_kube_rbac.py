@@ -70,6 +70,7 @@ def test_what_the_adapters_use_is_granted(
         ("patch", "configmaps", "own"),
         ("delete", "configmaps", "own"),
         ("get", "secrets", "own"),
+        ("get", "pods", "own"),
         ("create", "pods", "own"),
         ("delete", "pods", "own"),
         ("list", "services", "own"),
