@@ -6,7 +6,7 @@ UV := .tools/bin/uv
 VENV := .venv
 TOOLS_DIR ?= $(HOME)/.cache/landb-webhook
 
-.PHONY: demo test lint e2e-tools kube-tools bench clean
+.PHONY: demo test lint e2e-tools kube-tools deploy-tools bench clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -30,6 +30,9 @@ e2e-tools:  ## build the real external-dns used by tests/e2e (needs Go)
 
 kube-tools:  ## build the real kube-apiserver and etcd the Kubernetes tests also run against (needs Go)
 	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-kube-apiserver.sh
+
+deploy-tools:  ## build helm and fetch the official external-dns chart the deploy tests render (needs Go)
+	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-helm.sh
 
 bench: $(VENV)/.synced  ## API calls and writes, side by side (see bench/README.md)
 	$(VENV)/bin/python -m bench.run

@@ -13,7 +13,7 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.config import Settings
+from landb_webhook.config import SettingError, Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore
 from landb_webhook.provider.core import LandbProvider, ProviderOptions
@@ -62,10 +62,17 @@ def build_provider(
 
     ``clock`` (epoch seconds) is what node grace periods are measured with."""
     if settings.os_cloud_conf is not None:
-        cloudconf.connection_options(settings.os_cloud_conf)  # a broken file stops start-up, not Records
-    api_client = api_client_for(settings.kubeconfig)
+        try:  # a broken file stops start-up, not Records
+            cloudconf.connection_options(settings.os_cloud_conf)
+        except cloudconf.CloudConfError as error:
+            raise SettingError("os_cloud_conf", str(error)) from None
+    try:
+        api_client = api_client_for(settings.kubeconfig)
+    except Exception as error:  # only local files and the environment are read here
+        where = settings.kubeconfig or "in-cluster service account, then $KUBECONFIG"
+        raise SettingError("kubeconfig", f"no usable Kubernetes configuration ({where}): {error}") from None
     nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
-    servers = OpenStackServerStore.from_settings(settings)
+    servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
     ownership: OwnershipStore
     if settings.ownership_store == "configmap":
         ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import math
 import os
 import shlex
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 from pydantic_settings import CliSettingsSource, SettingsError
 
 import landb_webhook
-from landb_webhook.config import Settings
+from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, unknown_variables
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import configure_logging, get_logger
 from landb_webhook.metrics import Metrics
@@ -31,7 +32,6 @@ from landb_webhook.webhook.server import HttpServers, bind_listener, listener_ur
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
 PROG = "landb-webhook"
-ENV_PREFIX = "LANDB_"
 EXIT_INVALID_SETTINGS = 2
 EXIT_CANNOT_START = 1
 DEFAULT_DEMO_STATE_DIR = Path("state")
@@ -130,7 +130,7 @@ def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
     problems = []
     for detail in error.errors(include_url=False):
         field = str(detail["loc"][0]) if detail["loc"] else ""
-        where = f"--{field.replace('_', '-')} ({ENV_PREFIX}{field.upper()})" if field else "settings"
+        where = flag_and_variable(field) if field else "settings"
         message = str(detail["msg"]).removeprefix("Value error, ")
         problems.append(f"{where}: {message} (got {detail['input']!r})")
     return f"invalid settings: {'; '.join(problems)}. See '{PROG} serve --help'."
@@ -145,22 +145,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValidationError, SettingsError) as error:
             print(f"{PROG} serve: {describe_invalid_settings(error)}", file=sys.stderr)
             return EXIT_INVALID_SETTINGS
-        return serve(settings)
+        try:
+            return serve(settings)
+        except SettingError as error:
+            print(f"{PROG} serve: invalid settings: {error}. See '{PROG} serve --help'.", file=sys.stderr)
+            return EXIT_INVALID_SETTINGS
+    if importlib.util.find_spec("landb_webhook.simulator") is None:
+        print(
+            f"{PROG} {args.command}: the simulator is not part of this installation (the production image "
+            "leaves it out); run it from a source checkout: make demo",
+            file=sys.stderr,
+        )
+        return EXIT_CANNOT_START
     if args.command == "simulator":
         return _simulator(args)
     return _demo(args)
 
 
 def serve(settings: Settings) -> int:
-    """Bind both listeners first, then build the provider and serve until SIGTERM/SIGINT."""
+    """Bind both listeners first, then build the provider and serve until SIGTERM/SIGINT.
+
+    Raises SettingError for a setting that cannot work here (a port in use, an unusable file).
+    """
     configure_logging(settings.log_level, settings.log_format)
+    for name in unknown_variables(os.environ):
+        _log.warning("unknown environment variable ignored", variable=name)
+    api_listener = _listen("api_port", settings.api_host, settings.api_port)
     try:
-        api_listener = bind_listener(settings.api_host, settings.api_port)
-        health_listener = bind_listener(settings.health_host, settings.health_port)
-    except OSError as error:
-        _log.error("cannot listen", reason=str(error))
-        return EXIT_CANNOT_START
+        health_listener = _listen("health_port", settings.health_host, settings.health_port)
+    except SettingError:
+        api_listener.close()
+        raise
     return run_webhook(settings, api_listener, health_listener)
+
+
+def _listen(port_field: str, host: str, port: int) -> socket.socket:
+    try:
+        return bind_listener(host, port)
+    except OSError as error:
+        raise SettingError(port_field, f"cannot listen on {host}:{port}: {error.strerror or error}") from None
 
 
 def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
@@ -170,6 +193,10 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
     metrics = Metrics.create()
     try:
         provider, resources = build_provider(settings, metrics)
+    except SettingError:
+        api_listener.close()
+        health_listener.close()
+        raise
     except Exception as error:
         # Usually configuration (no kubeconfig, unknown cloud): say what, without a traceback...
         _log.error("cannot start: building the provider failed", error=f"{type(error).__name__}: {error}")

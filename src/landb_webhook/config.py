@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from landb_webhook.adapters.selector import AnySelector, InvalidSelector, LabelSelector
+from landb_webhook.adapters.selector import (
+    AnySelector,
+    InvalidSelector,
+    LabelSelector,
+    is_valid_label_key,
+)
 from landb_webhook.landb.names import validate_label
+
+ENV_PREFIX = "LANDB_"
+
+
+def flag_and_variable(field: str) -> str:
+    """How an operator names a setting: ``--api-port (LANDB_API_PORT)``."""
+    return f"--{field.replace('_', '-')} ({ENV_PREFIX}{field.upper()})"
+
+
+class SettingError(ValueError):
+    """A setting that passed validation but cannot work here (a busy port, an unreadable file)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{flag_and_variable(field)}: {problem.rstrip('.')}")
+        self.field = field
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LANDB_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     # HTTP
     api_host: str = Field("127.0.0.1", description="Address of the webhook API (external-dns calls it).")
@@ -131,6 +153,20 @@ class Settings(BaseSettings):
             validate_label(part)
         return value
 
+    @field_validator("ingress_selector")
+    @classmethod
+    def _selector_selects_something(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("empty: it would make every node of the cluster carry every alias")
+        return value
+
+    @field_validator("exclude_label")
+    @classmethod
+    def _exclude_label_is_a_label_key(cls, value: str) -> str:
+        if not is_valid_label_key(value):
+            raise ValueError("not a Kubernetes label key")
+        return value
+
     @field_validator("domain_filter", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
@@ -148,3 +184,15 @@ class Settings(BaseSettings):
     @classmethod
     def _suffixes_are_lower_case(cls, value: list[str]) -> list[str]:
         return [suffix.strip().strip(".").lower() for suffix in value if suffix.strip().strip(".")]
+
+
+def unknown_variables(environment: Mapping[str, str]) -> list[str]:
+    """``LANDB_*`` variables that set nothing (a typo is silently ignored otherwise), each with a hint."""
+    known = [field.upper() for field in Settings.model_fields]
+    found = []
+    for name in sorted(environment):
+        suffix = name.removeprefix(ENV_PREFIX)
+        if name.startswith(ENV_PREFIX) and suffix not in known:
+            close = difflib.get_close_matches(suffix, known, n=1, cutoff=0.8)
+            found.append(f"{name} (did you mean {ENV_PREFIX}{close[0]}?)" if close else name)
+    return found

@@ -21,8 +21,15 @@ PREFIX = "landb_webhook"
 # external-dns gives up on a reply after 15 s; the buckets cover that range.
 REQUEST_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0)
 
+# One Nova call takes well under a second; a slow one is cut at the upstream timeout (5 s by default).
+OPENSTACK_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
 WRITE_OPERATIONS = ("post", "delete")
 WRITE_RESULTS = ("ok", "error", "dry_run")
+OPENSTACK_OPERATIONS = ("list_servers", "get_server", "set_metadata", "delete_metadata", "get_limits")
+UPSTREAMS = ("nova", "keystone", "kubernetes")
+OPENSTACK_RESULTS = ("ok", "error", "auth_error")
+"""``auth_error``: Keystone failed before the call could be made; ``error``: Nova failed or did not answer."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,12 @@ class Metrics:
 
     # Filled by the provider.
     upstream_errors_total: Counter
-    """Failed calls to a remote API, by ``upstream`` (nova, keystone, kubernetes, ...)."""
+    """Webhook calls (reads and applies) and metadata writes that failed because a remote API did, by
+    ``upstream`` (nova, keystone, kubernetes)."""
+    openstack_api_calls_total: Counter
+    """Calls to OpenStack, each attempt counted, by ``operation`` and ``result`` (ok|error|auth_error)."""
+    openstack_api_call_duration_seconds: Histogram
+    """Time one OpenStack call took, by ``operation`` and ``result``."""
     metadata_writes_total: Counter
     """Nova metadata writes, by ``operation`` (post|delete) and ``result`` (ok|error|dry_run)."""
     refused_changes_total: Counter
@@ -54,7 +66,11 @@ class Metrics:
     unhealthy_nodes_kept: Gauge
     """Unhealthy ingress nodes kept carrying because no healthy one is left (alert when above 0)."""
     last_apply_success_timestamp_seconds: Gauge
-    """Unix time of the last ApplyChanges that fully succeeded."""
+    """Unix time of the last ApplyChanges that fully succeeded (still on a settled cluster: external-dns
+    only applies when something changes, so do not alert on its age)."""
+    last_successful_sync_timestamp_seconds: Gauge
+    """Unix time of the last Records or ApplyChanges that fully succeeded: advances every external-dns loop
+    while the webhook can do its job."""
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None, *, process_metrics: bool = True) -> Metrics:
@@ -88,8 +104,21 @@ class Metrics:
             ),
             upstream_errors_total=Counter(
                 f"{PREFIX}_upstream_errors_total",
-                "Failed calls to a remote API (Nova, Keystone, Kubernetes), by upstream.",
+                "Webhook calls and metadata writes that failed because a remote API did, by upstream.",
                 ["upstream"],
+                registry=registry,
+            ),
+            openstack_api_calls_total=Counter(
+                f"{PREFIX}_openstack_api_calls_total",
+                "Calls to OpenStack (each retry counted), by operation and result (ok|error|auth_error).",
+                ["operation", "result"],
+                registry=registry,
+            ),
+            openstack_api_call_duration_seconds=Histogram(
+                f"{PREFIX}_openstack_api_call_duration_seconds",
+                "Time one OpenStack call took, by operation and result.",
+                ["operation", "result"],
+                buckets=OPENSTACK_CALL_BUCKETS,
                 registry=registry,
             ),
             metadata_writes_total=Counter(
@@ -136,6 +165,11 @@ class Metrics:
                 "Unix time of the last ApplyChanges that fully succeeded.",
                 registry=registry,
             ),
+            last_successful_sync_timestamp_seconds=Gauge(
+                f"{PREFIX}_last_successful_sync_timestamp_seconds",
+                "Unix time of the last Records or ApplyChanges that fully succeeded.",
+                registry=registry,
+            ),
         )
         # Series with a known, small label set exist from the start, so rate() works from the first write.
         for operation in WRITE_OPERATIONS:
@@ -143,4 +177,9 @@ class Metrics:
                 metrics.metadata_writes_total.labels(operation=operation, result=result)
         for state in ("grace", "out"):
             metrics.ingress_nodes_unhealthy.labels(state=state)
+        for operation in OPENSTACK_OPERATIONS:
+            for result in OPENSTACK_RESULTS:
+                metrics.openstack_api_calls_total.labels(operation=operation, result=result)
+        for upstream in UPSTREAMS:
+            metrics.upstream_errors_total.labels(upstream=upstream)
         return metrics

@@ -79,6 +79,10 @@ class ServerStore(Protocol):
         """The per-server metadata quota (``maxServerMeta``)."""
         ...
 
+    def unavailable(self) -> str | None:
+        """Why the cloud cannot be used, judged from recent calls (no remote call); None when it can."""
+        ...
+
 
 class OwnershipStore(Protocol):
     """Where external-dns' TXT ownership records live, since LanDB cannot hold them."""

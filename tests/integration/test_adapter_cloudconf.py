@@ -9,7 +9,7 @@ import yaml
 
 from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
 from landb_webhook.adapters.openstack import OpenStackServerStore
-from landb_webhook.ports import Node
+from landb_webhook.ports import Node, UpstreamError
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 
 
@@ -61,10 +61,12 @@ def test_an_unusable_cloud_conf_says_why_without_quoting_it(tmp_path: Path, text
 
 
 def test_a_trust_becomes_a_v3password_login_and_keeps_the_ca_file(tmp_path: Path) -> None:
+    ca_file = tmp_path / "ca-bundle.crt"
+    ca_file.write_text("-----BEGIN CERTIFICATE-----\n")
     path = tmp_path / "cloud.conf"
     path.write_text(
         "[Global]\nauth-url=https://keystone.cern.ch/v3\nuser-id=u1\npassword=p\ntrust-id=t1\n"
-        "region=cern\nca-file=/etc/kubernetes/ca-bundle.crt\n"
+        f"region=cern\nca-file={ca_file}\n"
     )
     options = connection_options(path)
     assert options["auth_type"] == "v3password"
@@ -74,4 +76,83 @@ def test_a_trust_becomes_a_v3password_login_and_keeps_the_ca_file(tmp_path: Path
         "password": "p",
         "trust_id": "t1",
     }
-    assert options["region_name"] == "cern" and options["cacert"] == "/etc/kubernetes/ca-bundle.crt"
+    assert options["region_name"] == "cern" and options["cacert"] == str(ca_file)
+
+
+def test_values_are_read_as_the_cloud_provider_reads_them(tmp_path: Path) -> None:
+    """Quoted or not, spaces around '=', escapes and trailing comments: gcfg's syntax, key by key."""
+    ca_file = tmp_path / "ca bundle.crt"
+    ca_file.write_text("-----BEGIN CERTIFICATE-----\n")
+    path = tmp_path / "cloud.conf"
+    path.write_text(
+        "[Global]\n"
+        'auth-url = "https://keystone.cern.ch/v3"\n'
+        'application-credential-id = "0123abcd" ; the cluster\'s credential\n'
+        'application-credential-secret = "s3cr;et\\"quoted\\" # not a comment"\n'
+        'region = "cern"\n'
+        f'ca-file = "{ca_file}"\n'
+        "[LoadBalancer]\nuse-octavia = true\n"
+    )
+    options = connection_options(path)
+    assert options["auth_type"] == "v3applicationcredential"
+    assert options["auth"] == {
+        "auth_url": "https://keystone.cern.ch/v3",
+        "application_credential_id": "0123abcd",
+        "application_credential_secret": 's3cr;et"quoted" # not a comment',
+    }
+    assert (options["region_name"], options["cacert"]) == ("cern", str(ca_file))
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('trust-id = "hunter2-secret', "unterminated"),
+        ('trust-id = "hunter2\\q"', "unknown escape"),
+        ("ca-file = /nonexistent/ca-bundle.crt", "not a readable file"),
+    ],
+)
+def test_a_malformed_value_is_refused_by_key_without_quoting_it(tmp_path: Path, line: str, why: str) -> None:
+    path = tmp_path / "cloud.conf"
+    path.write_text(f"[Global]\nauth-url=https://keystone.cern.ch/v3\nuser-id=u\npassword=p\n{line}\n")
+    with pytest.raises(CloudConfError, match=why) as raised:
+        connection_options(path)
+    assert "hunter2" not in str(raised.value)
+
+
+def tls_cloud_conf(config: ClientConfig, https_url: str, path: Path, ca_file: Path | None) -> Path:
+    """The trust cloud.conf, pointed at the simulator's HTTPS port, quoted as Magnum may write it."""
+    auth = yaml.safe_load(config.clouds_yaml.read_text())["clouds"]["simulator-trust"]["auth"]
+    lines = [
+        "[Global]",
+        f'auth-url = "{https_url}/identity/v3"',
+        f'user-id = "{auth["user_id"]}"',
+        f'password = "{auth["password"]}"',
+        f'trust-id = "{auth["trust_id"]}"',
+        'region = "cern"',
+    ]
+    if ca_file is not None:
+        lines.append(f'ca-file = "{ca_file}"')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_ca_file_verifies_keystone_and_nova_over_tls(simulator: Simulator, tmp_path: Path) -> None:
+    config = simulator.write_client_config(tmp_path)
+    names = seed_cluster(simulator.state, ingress_nodes=1, workers=0)
+    nodes = [Node(name, None, (), True) for name in names]
+
+    trusted = OpenStackServerStore(
+        cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "ca.conf", config.ca_file)
+    )
+    untrusted = OpenStackServerStore(
+        cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "no-ca.conf", None),
+        retry_backoff=0.01,
+    )
+    try:
+        assert sorted(trusted.servers_for(nodes)) == sorted(names)
+        with pytest.raises(UpstreamError) as raised:
+            untrusted.servers_for(nodes)
+    finally:
+        trusted.close()
+        untrusted.close()
+    assert raised.value.upstream == "keystone" and "TLS" in raised.value.reason

@@ -62,11 +62,15 @@ def test_what_the_adapters_use_is_granted(
 @pytest.mark.parametrize(
     ("verb", "resource", "where"),
     [
+        ("get", "nodes", "cluster"),
         ("create", "nodes", "cluster"),
         ("update", "nodes", "cluster"),
         ("patch", "nodes", "cluster"),
         ("delete", "nodes", "cluster"),
+        ("patch", "configmaps", "own"),
+        ("delete", "configmaps", "own"),
         ("get", "secrets", "own"),
+        ("get", "pods", "own"),
         ("create", "pods", "own"),
         ("delete", "pods", "own"),
         ("list", "services", "own"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
@@ -368,3 +369,75 @@ def test_a_removal_waits_until_the_new_carrier_is_written(make_cluster: Any) -> 
     cluster.sim.state.set_locked(cluster.server_id(new), False)
     cluster.settle()
     assert cluster.aliases(old) == {} and cluster.aliases(new) == {"app": 1}
+
+
+# -- operations signals ------------------------------------------------------------------------------
+
+
+def sync_timestamp(cluster: Cluster) -> float | None:
+    return cluster.metrics.registry.get_sample_value("landb_webhook_last_successful_sync_timestamp_seconds")
+
+
+def test_every_successful_loop_advances_the_sync_timestamp_even_when_nothing_is_applied(
+    make_cluster: Any,
+) -> None:
+    """A settled cluster is a healthy one: its age-of-last-sync alert must not fire (the apply one would)."""
+    cluster = make_cluster()
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    cluster.metrics.last_successful_sync_timestamp_seconds.set(0)
+    cluster.metrics.last_apply_success_timestamp_seconds.set(0)
+
+    assert cluster.loop().is_empty
+    assert (sync_timestamp(cluster) or 0) > 0
+    last_apply = "landb_webhook_last_apply_success_timestamp_seconds"
+    assert cluster.metrics.registry.get_sample_value(last_apply) == 0
+
+    cluster.metrics.last_successful_sync_timestamp_seconds.set(0)
+    cluster.sim.state.inject_fault(api="nova", status=503, times=None)
+    with pytest.raises(UpstreamError):
+        cluster.loop()
+    assert sync_timestamp(cluster) == 0
+
+
+def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    assert cluster.provider.readiness().ready
+
+    password = cluster.sim.state.credentials.password
+    cluster.sim.state.inject_fault(
+        api="keystone", method="POST", path_pattern="/auth/tokens", status=401, times=None
+    )
+    cluster.resources.servers.close()  # drops the cached token: the next call authenticates again
+    with pytest.raises(UpstreamError):
+        cluster.provider.records()
+    readiness = cluster.provider.readiness()
+    assert not readiness.ready
+    assert readiness.reason.startswith("the last OpenStack call failed: keystone:")
+    assert "401" in readiness.reason and password not in readiness.reason
+
+    cluster.sim.state.clear_faults()
+    cluster.provider.records()
+    assert cluster.provider.readiness().ready
+
+
+def test_readiness_waits_for_the_node_cache(simulator: Simulator, sim_clients: ClientConfig) -> None:
+    simulator.state.inject_fault(api="kubernetes", status=503, times=None)
+    provider, resources = build_provider(settings_for(sim_clients), Metrics.create(process_metrics=False))
+    try:
+        readiness = provider.readiness()
+    finally:
+        resources.close()
+    assert not readiness.ready
+    assert readiness.reason.startswith("kubernetes: ") and "not synced yet" in readiness.reason
+
+
+def test_one_summary_line_per_apply(make_cluster: Any) -> None:
+    cluster = make_cluster(ingress_nodes=3, workers=1)
+    cluster.want("app.cern.ch", "web.cern.ch")
+    with capture_logs() as logs:
+        cluster.loop()
+    summaries = [line for line in logs if line["event"] == "apply finished"]
+    assert len(summaries) == 1
+    assert summaries[0]["log_level"] == "info"
+    assert re.fullmatch(r"\+6 -0 aliases on 3 of 4 nodes, 0 failed, \d+ ms", summaries[0]["summary"])

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint, RecordKey
-from landb_webhook.provider.interface import ApplyError
+from landb_webhook.provider.interface import ApplyError, Readiness
 
 
 class InMemoryProvider:
@@ -57,8 +57,8 @@ class InMemoryProvider:
                     endpoint, dns_name=endpoint.dns_name.lower(), record_ttl=0
                 )
 
-    def ready(self) -> bool:
-        return True
+    def readiness(self) -> Readiness:
+        return Readiness(True, "records in memory")
 
 
 def _keys(endpoints: Iterable[Endpoint]) -> list[RecordKey]:

@@ -8,6 +8,7 @@ import queue
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ import pytest
 
 import landb_webhook
 from landb_webhook.cli import build_parser, demo_instructions, load_settings, main
-from landb_webhook.config import Settings
+from landb_webhook.config import Settings, unknown_variables
 from landb_webhook.logs import reset_logging
 from landb_webhook.webhook.wire import decode_changes, decode_endpoints
 
@@ -131,6 +132,23 @@ def test_flags_of_every_kind_reach_the_settings() -> None:
         ),
         (["serve", "--dns-domain", "cern_ch"], {}, ["--dns-domain", "cern_ch"]),
         (["serve", "--log-level", "loud"], {}, ["--log-level", "loud"]),
+        (
+            ["serve"],
+            {"LANDB_INGRESS_SELECTOR": "role in (ingress"},
+            ["--ingress-selector", "LANDB_INGRESS_SELECTOR", "unbalanced"],
+        ),
+        (["serve", "--ingress-selector", " "], {}, ["--ingress-selector", "empty", "every node"]),
+        (["serve", "--exclude-label", "not a key"], {}, ["--exclude-label", "label key"]),
+        (
+            ["serve", "--os-cloud-conf", "/nonexistent/cloud.conf"],
+            {},
+            ["--os-cloud-conf", "LANDB_OS_CLOUD_CONF", "cannot read /nonexistent/cloud.conf"],
+        ),
+        (
+            ["serve", "--kubeconfig", "/nonexistent/kubeconfig", "--api-port=0", "--health-port=0"],
+            {},
+            ["--kubeconfig", "LANDB_KUBECONFIG", "/nonexistent/kubeconfig"],
+        ),
     ],
 )
 def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
@@ -143,7 +161,10 @@ def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
 
-    code = main(argv)
+    try:
+        code = main(argv)
+    finally:
+        reset_logging()
 
     error = capsys.readouterr().err
     assert code == 2
@@ -152,6 +173,48 @@ def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
     assert "Traceback" not in error
     for text in must_mention:
         assert text in error
+
+
+def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        try:
+            code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", f"--health-port={port}"])
+        finally:
+            reset_logging()
+
+    error = capsys.readouterr().err
+    assert code == 2
+    assert f"--health-port (LANDB_HEALTH_PORT): cannot listen on 127.0.0.1:{port}" in error
+    assert error.count("\n") == 1
+
+
+def test_an_unknown_landb_variable_is_warned_about_with_a_suggestion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LANDB_DRYRUN", "true")
+    monkeypatch.setenv("LANDB_SOMETHING_ELSE", "1")
+    monkeypatch.setenv("LANDB_DRY_RUN", "true")
+
+    assert unknown_variables(os.environ) == [
+        "LANDB_DRYRUN (did you mean LANDB_DRY_RUN?)",
+        "LANDB_SOMETHING_ELSE",
+    ]
+
+
+def test_serve_logs_each_unknown_variable_at_start_up(
+    serve_process: tuple[subprocess.Popen[str], queue.Queue[dict[str, object]]],
+) -> None:
+    _process, lines = serve_process
+
+    warning = next_event(lines, "unknown environment variable ignored")
+
+    assert (warning["level"], warning["variable"]) == (
+        "warning",
+        "LANDB_INGRES_SELECTOR (did you mean LANDB_INGRESS_SELECTOR?)",
+    )
 
 
 def test_an_unknown_flag_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,6 +314,7 @@ def serve_process() -> Iterator[tuple[subprocess.Popen[str], queue.Queue[dict[st
             **os.environ,
             "LANDB_LOG_FORMAT": "json",
             "LANDB_LOG_LEVEL": "info",
+            "LANDB_INGRES_SELECTOR": "role=ingress",  # misspelt: warned about, ignored
             "PYTHONPATH": str(Path(__file__).resolve().parents[1]),  # tests/, for support.memory_provider
         },
     )

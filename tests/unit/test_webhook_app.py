@@ -23,7 +23,7 @@ from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.logs import configure_logging, reset_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
-from landb_webhook.provider.interface import WebhookProvider
+from landb_webhook.provider.interface import Readiness, WebhookProvider
 from landb_webhook.webhook.app import ProviderCalls, create_api_app, create_health_app
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
@@ -50,7 +50,7 @@ class UnreliableProvider(InMemoryProvider):
         self.release = threading.Event()
         self.entered = {name: threading.Event() for name in ("records", "adjust_endpoints", "apply_changes")}
         self.remote_calls: list[str] = []
-        self.is_ready = True
+        self.readiness_now = Readiness(True, "all good")
 
     def _remote(self, name: str) -> None:
         self.remote_calls.append(name)
@@ -72,8 +72,8 @@ class UnreliableProvider(InMemoryProvider):
         self._remote("apply_changes")
         super().apply_changes(changes)
 
-    def ready(self) -> bool:
-        return self.is_ready
+    def readiness(self) -> Readiness:
+        return self.readiness_now
 
 
 class ProviderSlot:
@@ -94,8 +94,8 @@ class ProviderSlot:
     def apply_changes(self, changes: Changes) -> None:
         self.current.apply_changes(changes)
 
-    def ready(self) -> bool:
-        return self.current.ready()
+    def readiness(self) -> Readiness:
+        return self.current.readiness()
 
 
 @dataclass
@@ -473,12 +473,42 @@ def test_healthz_answers_while_the_provider_is_stuck(provider: UnreliableProvide
         stuck.join(WAIT)
 
 
-def test_readyz_follows_the_provider(webhook: Webhook, provider: UnreliableProvider) -> None:
-    provider.is_ready = False
-    assert webhook.health.get("/readyz").status_code == 503
+def test_readyz_follows_the_provider_and_says_why(webhook: Webhook, provider: UnreliableProvider) -> None:
+    provider.readiness_now = Readiness(False, "keystone: HTTP 401 The request you have made requires auth")
+    not_ready = webhook.health.get("/readyz")
+    assert (not_ready.status_code, not_ready.text) == (
+        503,
+        "not ready: keystone: HTTP 401 The request you have made requires auth\n",
+    )
 
-    provider.is_ready = True
-    assert webhook.health.get("/readyz").status_code == 200
+    provider.readiness_now = Readiness(True, "node cache synced")
+    ready = webhook.health.get("/readyz")
+    assert (ready.status_code, ready.text) == (200, "ready: node cache synced\n")
+
+
+def test_readyz_never_shows_a_secret(webhook: Webhook, provider: UnreliableProvider) -> None:
+    provider.readiness_now = Readiness(False, "connection failed: https://user:hunter2@keystone.example/v3")
+
+    assert "hunter2" not in webhook.health.get("/readyz").text
+
+
+def test_upstream_failures_of_reads_and_applies_are_counted(
+    webhook: Webhook, provider: UnreliableProvider
+) -> None:
+    def errors(upstream: str) -> float:
+        value = webhook.metrics.registry.get_sample_value(
+            "landb_webhook_upstream_errors_total", {"upstream": upstream}
+        )
+        return value or 0.0
+
+    before = errors("nova"), errors("kubernetes")
+    provider.outage = UpstreamError("nova", "HTTP 503")
+    webhook.api.get("/records")
+    webhook.api.post("/adjustendpoints", content=b"[]")
+    provider.outage = UpstreamError("kubernetes", "node inventory is stale")
+    webhook.api.post("/records", content=CREATE_FOO)
+
+    assert (errors("nova"), errors("kubernetes")) == (before[0] + 2, before[1] + 1)
 
 
 def test_metrics_count_requests_by_route_and_code(provider: UnreliableProvider) -> None:

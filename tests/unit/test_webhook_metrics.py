@@ -35,6 +35,9 @@ def test_exposition_names_every_project_metric() -> None:
         ("landb_webhook_aliases_managed", "gauge"),
         ("landb_webhook_ingress_nodes", "gauge"),
         ("landb_webhook_last_apply_success_timestamp_seconds", "gauge"),
+        ("landb_webhook_last_successful_sync_timestamp_seconds", "gauge"),
+        ("landb_webhook_openstack_api_calls_total", "counter"),
+        ("landb_webhook_openstack_api_call_duration_seconds", "histogram"),
     ]:
         assert f"# TYPE {name} {kind}" in exposition
     assert 'landb_webhook_build_info{version="' in exposition
@@ -54,3 +57,14 @@ def test_process_metrics_are_included_by_default() -> None:
 
     assert "process_resident_memory_bytes" in exposition
     assert "python_info" in exposition
+
+
+def test_openstack_call_and_upstream_error_series_exist_before_the_first_call() -> None:
+    registry = Metrics.create(process_metrics=False).registry
+
+    for operation in ("list_servers", "get_server", "set_metadata", "delete_metadata", "get_limits"):
+        for result in ("ok", "error", "auth_error"):
+            labels = {"operation": operation, "result": result}
+            assert registry.get_sample_value("landb_webhook_openstack_api_calls_total", labels) == 0
+    for upstream in ("nova", "keystone", "kubernetes"):
+        assert registry.get_sample_value("landb_webhook_upstream_errors_total", {"upstream": upstream}) == 0

@@ -2,8 +2,13 @@
 
 Every CERN Magnum cluster carries its OpenStack credentials in Secret ``kube-system/cloud-config``, key
 ``cloud.conf``: the INI file of the OpenStack cloud provider, whose ``[Global]`` section holds a trust
-(``user-id``, ``password``, ``trust-id``) or an application credential. Mounting that Secret and pointing
-``LANDB_OS_CLOUD_CONF`` at the file is the shortest way in; a ``clouds.yaml`` works as well.
+(``user-id``, ``password``, ``trust-id``) or an application credential. Mounting that file and pointing
+``LANDB_OS_CLOUD_CONF`` at it is the shortest way in; a ``clouds.yaml`` works as well.
+
+The cloud provider reads the file with the gcfg syntax (git-config style), and Magnum and operators
+write both ``region=cern`` and ``region = "cern"``: values are read the way gcfg reads them (double
+quotes removed, ``\\"`` and ``\\\\`` escapes honoured, ``;`` or ``#`` outside quotes starts a comment).
+``ca-file`` names the CA bundle Keystone's and Nova's certificates are verified with.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ _AUTH_KEYS = {
     "application-credential-name": "application_credential_name",
     "application-credential-secret": "application_credential_secret",
 }
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "b": "\b"}
 
 
 class CloudConfError(ValueError):
@@ -51,8 +57,13 @@ def connection_options(path: Path) -> dict[str, Any]:
         raise CloudConfError(f"cannot read {path}: {type(exc).__name__}") from None
     if not parser.has_section("Global"):
         raise CloudConfError(f"{path} has no [Global] section")
-    glob = parser["Global"]
-    auth = {option: glob[key].strip('"') for key, option in _AUTH_KEYS.items() if glob.get(key)}
+    values: dict[str, str] = {}
+    for key, raw in parser["Global"].items():
+        try:
+            values[key] = gcfg_value(raw)
+        except ValueError as exc:
+            raise CloudConfError(f"{path}: [Global] {key}: {exc}") from None
+    auth = {option: values[key] for key, option in _AUTH_KEYS.items() if values.get(key)}
     if "auth_url" not in auth:
         raise CloudConfError(f"{path}: [Global] has no auth-url")
     application_credential = "application_credential_secret" in auth
@@ -64,8 +75,48 @@ def connection_options(path: Path) -> dict[str, Any]:
         "identity_api_version": "3",
         "interface": "public",
     }
-    if glob.get("region"):
-        options["region_name"] = glob["region"]
-    if glob.get("ca-file"):
-        options["cacert"] = glob["ca-file"]
+    if values.get("region"):
+        options["region_name"] = values["region"]
+    if values.get("ca-file"):
+        ca_file = Path(values["ca-file"])
+        if not ca_file.is_file():
+            raise CloudConfError(
+                f"{path}: [Global] ca-file {ca_file} is not a readable file (mount the CA bundle there)"
+            )
+        options["cacert"] = str(ca_file)
     return options
+
+
+def gcfg_value(raw: str) -> str:
+    """One value as gcfg reads it: quoted parts unquoted and unescaped, a comment outside quotes dropped.
+
+    Raises ValueError (without quoting the value: it may be a password) for an unterminated quote or
+    an unknown escape.
+    """
+    value: list[str] = []
+    pending_space = ""
+    quoted = False
+    characters = iter(raw.strip())
+    for character in characters:
+        if character == "\\":
+            escaped = next(characters, "")
+            if escaped not in _ESCAPES:
+                raise ValueError("unknown escape sequence")
+            value.append(pending_space + _ESCAPES[escaped])
+            pending_space = ""
+        elif character == '"':
+            quoted = not quoted
+            value.append(pending_space)
+            pending_space = ""
+        elif quoted:
+            value.append(character)
+        elif character in ";#":
+            break
+        elif character.isspace():
+            pending_space += character  # kept only if something follows on the line
+        else:
+            value.append(pending_space + character)
+            pending_space = ""
+    if quoted:
+        raise ValueError("unterminated quoted value")
+    return "".join(value)

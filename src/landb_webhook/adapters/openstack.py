@@ -19,6 +19,8 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   so a single operation never takes much more than twice ``timeout``.
 - Expired tokens are keystoneauth's job: it re-authenticates before a token expires and once
   more on a 401, so no code here handles tokens.
+- Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
+  name; the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from openstack.compute.v2.server import Server as SdkServer
 
 from landb_webhook.adapters import cloudconf
 from landb_webhook.config import Settings
+from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server, UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -62,6 +65,10 @@ _NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
 _MAX_REASON_LENGTH = 300
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_REQUEST_TIMEOUT = 408
+_HTTP_CREDENTIALS_REFUSED = (401, 403)
+
+FAILURE_WINDOW = 300.0
+"""Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
 
 
 class OpenStackServerStore:
@@ -78,6 +85,9 @@ class OpenStackServerStore:
         retry_backoff: float = 0.2,
         max_name_filter_length: int = 2048,
         limits_ttl: float = 600.0,
+        metrics: Metrics | None = None,
+        failure_window: float = FAILURE_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``cloud`` names an entry of clouds.yaml; None means the OS_CLOUD / OS_* environment.
 
@@ -85,6 +95,7 @@ class OpenStackServerStore:
         ``cloud_conf`` takes the credentials from a CERN cluster's cloud.conf instead (adapters.cloudconf).
         ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
         that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
+        ``metrics`` receives the count and duration of every call; ``clock`` (seconds) dates failures.
         """
         self._cloud = cloud
         self._timeout = timeout
@@ -94,18 +105,26 @@ class OpenStackServerStore:
         self._retry_backoff = retry_backoff
         self._max_name_filter_length = max_name_filter_length
         self._limits_ttl = limits_ttl
+        self._metrics = metrics
+        self._failure_window = failure_window
+        self._clock = clock
 
         self._lock = threading.Lock()
+        self._last_failure: tuple[float, str] | None = None
+        """When and why the last call failed for a reason that is OpenStack's; None after a success."""
         self._conn: openstack.connection.Connection | None = None
         self._max_metadata_items: tuple[int, float] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, clouds_yaml: Path | None = None) -> OpenStackServerStore:
+    def from_settings(
+        cls, settings: Settings, clouds_yaml: Path | None = None, metrics: Metrics | None = None
+    ) -> OpenStackServerStore:
         return cls(
             settings.os_cloud,
             timeout=settings.upstream_timeout,
             clouds_yaml=clouds_yaml,
             cloud_conf=settings.os_cloud_conf,
+            metrics=metrics,
         )
 
     def close(self) -> None:
@@ -123,7 +142,9 @@ class OpenStackServerStore:
         for names in self._name_batches(sorted({node.name for node in nodes if node.name})):
             pattern = "^(" + "|".join(re.escape(name) for name in names) + ")$"
             for server in self._call(
-                "search servers by name", functools.partial(_find_by_name, pattern=pattern)
+                "search servers by name",
+                functools.partial(_find_by_name, pattern=pattern),
+                api="list_servers",
             ):
                 if server.id not in by_id:
                     by_id[server.id] = server
@@ -147,6 +168,7 @@ class OpenStackServerStore:
         self._call(
             f"set metadata on server {server_id}",
             lambda conn: SdkServer.existing(id=server_id).set_metadata(conn.compute, metadata=metadata),
+            api="set_metadata",
         )
 
     def delete_metadata(self, server_id: str, key: str) -> None:
@@ -162,14 +184,14 @@ class OpenStackServerStore:
             except sdk_exceptions.NotFoundException:
                 log.debug("metadata key already gone", server_id=server_id, key=key)
 
-        self._call(f"delete metadata key {key!r} of server {server_id}", delete)
+        self._call(f"delete metadata key {key!r} of server {server_id}", delete, api="delete_metadata")
 
     def max_metadata_items(self) -> int:
         """``absolute.maxServerMeta`` from ``GET /limits``, cached for ``limits_ttl`` seconds."""
         cached = self._max_metadata_items
         if cached is not None and time.monotonic() - cached[1] < self._limits_ttl:
             return cached[0]
-        limits = self._call("read limits", lambda conn: conn.compute.get_limits())
+        limits = self._call("read limits", lambda conn: conn.compute.get_limits(), api="get_limits")
         value = getattr(limits.absolute, "server_meta", None)
         if value is None:
             raise UpstreamError(NOVA, "GET /limits has no absolute.maxServerMeta", retryable=False)
@@ -188,7 +210,9 @@ class OpenStackServerStore:
             if server is None:
                 # Renamed servers are not found by the name search; ask for the id itself.
                 server = self._call(
-                    f"read server {server_id}", functools.partial(_find_by_id, server_id=server_id)
+                    f"read server {server_id}",
+                    functools.partial(_find_by_id, server_id=server_id),
+                    api="get_server",
                 )
             if server is None:
                 log.warning("server of node not found", node=node.name, server_id=node.server_id)
@@ -240,13 +264,27 @@ class OpenStackServerStore:
                     self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout)
             return self._conn
 
-    def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T]) -> T:
-        """Run one remote operation with error mapping and bounded retries of retryable failures."""
+    def unavailable(self) -> str | None:
+        """Why OpenStack cannot be used, if the last call failed within the failure window; else None.
+
+        A Nova answer about one request (a locked server's 409, a 404, a rejected value) says nothing
+        against OpenStack itself and does not count; refused credentials, 5xx and timeouts do.
+        """
+        failure = self._last_failure
+        if failure is None or self._clock() - failure[0] > self._failure_window:
+            return None
+        return failure[1]
+
+    def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T], *, api: str) -> T:
+        """Run one remote operation with error mapping and bounded retries of retryable failures.
+
+        ``api`` is the fixed operation name the call is counted under (metrics.OPENSTACK_OPERATIONS).
+        """
         started = time.monotonic()
         attempt = 0
         while True:
             try:
-                return self._attempt(action, operation)
+                return self._attempt(action, operation, api)
             except UpstreamError as error:
                 attempt += 1
                 delay = self._retry_backoff * 2 ** (attempt - 1)
@@ -258,18 +296,43 @@ class OpenStackServerStore:
                 log.warning("retrying openstack call", error=str(error), attempt=attempt, retry_in=delay)
                 time.sleep(delay)
 
-    def _attempt(self, action: str, operation: Callable[[openstack.connection.Connection], T]) -> T:
+    def _attempt(self, action: str, operation: Callable[[openstack.connection.Connection], T], api: str) -> T:
+        started = self._clock()
         # Authenticating first (a no-op while the cached token is fresh) tells Keystone failures
         # apart from Nova failures, which otherwise surface as the same keystoneauth exceptions.
         try:
             conn = self._connection()
             conn.session.get_token()
         except Exception as exc:
-            raise upstream_error(exc, KEYSTONE, action) from exc
+            error = upstream_error(exc, KEYSTONE, action)
+            self._observe(api, started, exc, error)
+            raise error from exc
         try:
-            return operation(conn)
+            result = operation(conn)
         except Exception as exc:
-            raise upstream_error(exc, NOVA, action) from exc
+            error = upstream_error(exc, NOVA, action)
+            self._observe(api, started, exc, error)
+            raise error from exc
+        self._observe(api, started, None, None)
+        return result
+
+    def _observe(
+        self, api: str, started: float, exc: BaseException | None, error: UpstreamError | None
+    ) -> None:
+        """Count and time one call, and remember whether it tells against OpenStack as a whole."""
+        now = self._clock()
+        if error is None:
+            result = "ok"
+            self._last_failure = None
+        else:
+            result = "auth_error" if error.upstream == KEYSTONE else "error"
+            if not _about_one_request(exc):
+                self._last_failure = (now, str(error))
+        if self._metrics is not None:
+            self._metrics.openstack_api_calls_total.labels(operation=api, result=result).inc()
+            self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
+                now - started
+            )
 
 
 def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:
@@ -336,6 +399,15 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     else:
         reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
     return UpstreamError(upstream, f"{action}: {reason}".strip()[:_MAX_REASON_LENGTH], retryable=retryable)
+
+
+def _about_one_request(exc: BaseException | None) -> bool:
+    """A Nova 4xx other than refused credentials or throttling: this request was wrong (a locked server,
+    a rejected value), OpenStack itself is usable."""
+    if not isinstance(exc, sdk_exceptions.HttpException):
+        return False
+    status = exc.status_code or 0
+    return 400 <= status < 500 and status not in _HTTP_CREDENTIALS_REFUSED and not _retryable_status(status)
 
 
 def _retryable_status(status: int) -> bool:

@@ -28,10 +28,10 @@ from landb_webhook.landb.plan import (
     plan_changes,
 )
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
+from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError
 from landb_webhook.provider.executor import Outcome, PlanExecutor
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
-from landb_webhook.provider.interface import ApplyError
+from landb_webhook.provider.interface import ApplyError, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
 
@@ -86,12 +86,17 @@ class LandbProvider:
     def domain_filter(self) -> DomainFilter:
         return DomainFilter(include=self._options.domain_filter)
 
-    def ready(self) -> bool:
+    def readiness(self) -> Readiness:
         try:
-            self._nodes.nodes()
-        except Exception:  # not ready, whatever the reason
-            return False
-        return True
+            nodes = self._nodes.nodes()
+        except UpstreamError as error:
+            return Readiness(False, str(error))
+        except Exception as error:  # not ready, whatever the reason
+            return Readiness(False, f"node inventory unusable: {type(error).__name__}")
+        problem = self._servers.unavailable()
+        if problem is not None:
+            return Readiness(False, f"the last OpenStack call failed: {problem}")
+        return Readiness(True, f"node cache synced ({len(nodes)} nodes), no recent OpenStack failure")
 
     # -- Records ----------------------------------------------------------------------------
 
@@ -110,6 +115,7 @@ class LandbProvider:
         self._report_frozen_outside_ingress(inventory)
         self._metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
         self._metrics.aliases_managed.set(len(found))
+        self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
         return [*aliases, *self._plain_alias_records(inventory), *claims]
 
     def _plain_alias_records(self, inventory: Inventory) -> list[Endpoint]:
@@ -194,6 +200,7 @@ class LandbProvider:
             self._apply_lock.release()
 
     def _apply(self, changes: Changes) -> None:
+        started = time.monotonic()
         inventory = self._inventory.fresh()
         claims_before = claimed_names(self._ownership.records())
 
@@ -255,7 +262,6 @@ class LandbProvider:
         )
         self._departed.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
-        self._log_plan(plan, len(inventory.server_states()))
 
         beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"}
         self._store_claims(
@@ -269,6 +275,7 @@ class LandbProvider:
             upserts=[],
             deletes=[c for c in gone_claims if _label_of(owned_name(c)) not in unfinished],
         )
+        self._log_summary(plan, len(inventory.server_states()), outcome, len(refused), started)
         self._finish(outcome, refused)
 
     # -- node health ------------------------------------------------------------------------
@@ -399,12 +406,37 @@ class LandbProvider:
             )
         return [f"{e.dns_name}: plain (CNAME) alias, never deleted or overwritten" for e in changes]
 
-    def _log_plan(self, plan: Plan, servers_seen: int) -> None:
+    def _log_summary(
+        self, plan: Plan, nodes_seen: int, outcome: Outcome, refused: int, started: float
+    ) -> None:
+        """One info line per apply for the operator: ``+3 -1 aliases on 2 of 5 nodes, 0 failed, 412 ms``."""
+        added = sum(len(p.added) for p in plan.servers)
+        removed = sum(len(p.removed) for p in plan.servers)
+        failed = len({f.plan.server.server_id for f in outcome.failures})
+        duration_ms = round((time.monotonic() - started) * 1000)
+        parts = [
+            f"+{added} -{removed} aliases on {len(plan.servers)} of {nodes_seen} nodes",
+            f"{failed} failed",
+            f"{duration_ms} ms",
+        ]
+        parts += [
+            f"{count} {what}"
+            for count, what in ((len(outcome.held_back), "held back"), (refused, "refused"))
+            if count
+        ]
+        if self._options.dry_run:
+            parts.append("dry run: nothing written")
         log.info(
-            "apply planned",
-            servers_seen=servers_seen,
-            servers_to_write=len(plan.servers),
-            servers_unchanged=servers_seen - len(plan.servers),
+            "apply finished",
+            summary=", ".join(parts),
+            aliases_added=added,
+            aliases_removed=removed,
+            nodes_written=len(plan.servers),
+            nodes_seen=nodes_seen,
+            nodes_failed=failed,
+            held_back=len(outcome.held_back),
+            refused=refused,
+            duration_ms=duration_ms,
             dry_run=self._options.dry_run,
         )
 
@@ -431,6 +463,7 @@ class LandbProvider:
         if problems:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._metrics.last_apply_success_timestamp_seconds.set_to_current_time()
+        self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
 
 
 def _problems(verdict: Verdict) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
@@ -10,6 +11,14 @@ from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 
 class ApplyError(Exception):
     """Some changes did not land (other servers still converged); answered 503 with ``str(self)``."""
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether the webhook can do its job now, and why (the body of ``/readyz``)."""
+
+    ready: bool
+    reason: str
 
 
 class WebhookProvider(Protocol):
@@ -29,6 +38,6 @@ class WebhookProvider(Protocol):
         """Raises UpstreamError (nothing learned/changed) or ApplyError (partial)."""
         ...
 
-    def ready(self) -> bool:
-        """True once the node inventory has synced; cheap, no remote call."""
+    def readiness(self) -> Readiness:
+        """Ready when the node cache is synced and OpenStack usable as far as known; cheap, no remote call."""
         ...

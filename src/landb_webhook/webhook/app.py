@@ -34,7 +34,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
-from landb_webhook.provider.interface import ApplyError, WebhookProvider
+from landb_webhook.provider.interface import ApplyError, Readiness, WebhookProvider
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
     WireFormatError,
@@ -140,8 +140,12 @@ def _note(request: Request, **fields: object) -> None:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def _mapping_failures(handler: Handler) -> Handler:
-    """Turn every failure into the status code external-dns survives (see the module docstring)."""
+def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
+    """Turn every failure into the status code external-dns survives (see the module docstring).
+
+    An upstream failure that reaches this point failed the whole call (a read, or an apply before its
+    writes): it is counted here; a failed metadata write is counted where it happens, in the executor.
+    """
 
     async def answer(request: Request) -> Response:
         try:
@@ -151,6 +155,7 @@ def _mapping_failures(handler: Handler) -> Handler:
             _log.warning("rejected request body", path=request.url.path, reason=str(error))
             return _failure(400, str(error))
         except UpstreamError as error:
+            metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
             _note(request, reason=str(error))
             _log.warning(
                 "upstream failed", upstream=error.upstream, reason=error.reason, path=request.url.path
@@ -287,7 +292,7 @@ def create_api_app(
     }
     app = Starlette(
         routes=[
-            Route(path, _mapping_failures(handlers[name]), methods=[method])
+            Route(path, _mapping_failures(handlers[name], metrics), methods=[method])
             for (method, path), name in API_ROUTES.items()
         ],
         lifespan=lifespan,
@@ -297,19 +302,23 @@ def create_api_app(
 
 
 def create_health_app(provider: WebhookProvider, metrics: Metrics) -> Starlette:
-    """/healthz (the event loop answers), /readyz (the provider has synced), /metrics (Prometheus)."""
+    """/healthz (the event loop answers), /readyz (the provider can do its job), /metrics (Prometheus)."""
 
     async def healthz(request: Request) -> Response:
         return Response(b"ok\n", headers={"Content-Type": "text/plain; charset=utf-8"})
 
     async def readyz(request: Request) -> Response:
         try:
-            ready = provider.ready()
-        except Exception:
+            readiness = provider.readiness()
+        except Exception as error:
             _log.exception("readiness check failed")
-            ready = False
-        body, status_code = (b"ready\n", 200) if ready else (b"not ready\n", 503)
-        return Response(body, status_code=status_code, headers={"Content-Type": "text/plain; charset=utf-8"})
+            readiness = Readiness(False, f"readiness check failed: {type(error).__name__}")
+        body = f"{'ready' if readiness.ready else 'not ready'}: {redact_text(readiness.reason)}\n"
+        return Response(
+            body.encode(),
+            status_code=200 if readiness.ready else 503,
+            headers={"Content-Type": "text/plain; charset=utf-8"},
+        )
 
     async def prometheus(request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))

@@ -1,0 +1,128 @@
+"""What the OpenStack adapter tells operators: every call counted and timed, and whether OpenStack is usable.
+
+Driven through openstacksdk against the simulated Keystone and Nova, faults injected there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from landb_webhook.adapters.openstack import FAILURE_WINDOW, OpenStackServerStore
+from landb_webhook.metrics import Metrics
+from landb_webhook.ports import Node, UpstreamError
+
+CALLS = "landb_webhook_openstack_api_calls_total"
+DURATIONS = "landb_webhook_openstack_api_call_duration_seconds_count"
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def calls(metrics: Metrics, operation: str, result: str, sample: str = CALLS) -> float:
+    value = metrics.registry.get_sample_value(sample, {"operation": operation, "result": result})
+    return value or 0.0
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics.create(process_metrics=False)
+
+
+def test_every_call_is_counted_and_timed_by_operation_and_result(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore], metrics: Metrics
+) -> None:
+    state = simulator.state
+    store = make_server_store(metrics=metrics)
+    server = state.add_server("signals-node-0")
+    locked = state.add_server("signals-node-1")
+    state.set_locked(locked, True)
+
+    store.servers_for([Node("signals-node-0", None, ("10.0.0.1",), True)])
+    store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    store.delete_metadata(server, "landb-alias")
+    store.max_metadata_items()
+    with pytest.raises(UpstreamError):
+        store.set_metadata(locked, {"landb-alias": "app--load-1-"})
+    state.inject_fault(api="nova", method="GET", path_pattern="/servers/detail$", status=503, times=None)
+    with pytest.raises(UpstreamError):
+        store.servers_for([Node("signals-node-0", None, ("10.0.0.1",), True)])
+
+    assert calls(metrics, "list_servers", "ok") == 1
+    assert calls(metrics, "list_servers", "error") == 3  # the call and its two retries
+    assert calls(metrics, "set_metadata", "ok") == 1
+    assert calls(metrics, "set_metadata", "error") == 1  # 409: not retried
+    assert calls(metrics, "delete_metadata", "ok") == 1
+    assert calls(metrics, "get_limits", "ok") == 1
+    assert calls(metrics, "list_servers", "error", DURATIONS) == 3
+    assert calls(metrics, "set_metadata", "ok", DURATIONS) == 1
+
+
+def test_refused_credentials_are_auth_errors_and_make_openstack_unavailable(
+    simulator: Any, client_config: Any, metrics: Metrics
+) -> None:
+    clouds = client_config.clouds_yaml.read_text()
+    password = simulator.state.credentials.password
+    client_config.clouds_yaml.write_text(clouds.replace(password, "not-the-password"))
+    store = OpenStackServerStore(
+        client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, metrics=metrics
+    )
+    try:
+        assert store.unavailable() is None  # nothing known before the first call
+        with pytest.raises(UpstreamError):
+            store.max_metadata_items()
+        reason = store.unavailable()
+    finally:
+        store.close()
+
+    assert calls(metrics, "get_limits", "auth_error") == 1
+    assert reason is not None and reason.startswith("keystone:") and "401" in reason
+    assert "not-the-password" not in reason
+
+
+def test_a_locked_server_does_not_make_openstack_unavailable(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    state = simulator.state
+    store = make_server_store()
+    locked = state.add_server("signals-node-2")
+    state.set_locked(locked, True)
+
+    with pytest.raises(UpstreamError) as raised:
+        store.set_metadata(locked, {"landb-alias": "app--load-0-"})
+
+    assert "409" in raised.value.reason
+    assert store.unavailable() is None
+
+
+def test_openstack_is_unavailable_until_a_call_succeeds_or_the_window_passes(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    state = simulator.state
+    clock = ManualClock()
+    store = make_server_store(clock=clock)
+    server = state.add_server("signals-node-3")
+    store.max_metadata_items()
+    fault = state.inject_fault(api="nova", method="POST", path_pattern="/metadata$", status=503, times=None)
+
+    with pytest.raises(UpstreamError):
+        store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert "503" in (store.unavailable() or "")
+    clock.now += FAILURE_WINDOW - 1
+    assert store.unavailable() is not None
+    clock.now += 2
+    assert store.unavailable() is None
+
+    with pytest.raises(UpstreamError):
+        store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert store.unavailable() is not None
+    fault.cancel()
+    store.set_metadata(server, {"landb-alias": "app--load-0-"})
+    assert store.unavailable() is None

@@ -1,0 +1,355 @@
+"""The deploy files work as written: the official external-dns chart rendered with deploy/helm/values.yaml,
+and the README's deploy steps run in order against a real kube-apiserver with Pod Security enforced.
+
+helm and the chart come from ``scripts/install-helm.sh`` (``make deploy-tools``); without them these tests
+skip and say so. The real API server is the session fixture of tests/support/kube_apiserver.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from landb_webhook.config import Settings, unknown_variables
+from support.kube_apiserver import KubeApiServer, tools_bin_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VALUES = REPO_ROOT / "deploy" / "helm" / "values.yaml"
+README = REPO_ROOT / "README.md"
+CREDENTIALS_EXAMPLE = REPO_ROOT / "deploy" / "openstack-credentials.example.yaml"
+EXTERNAL_DNS_VERSION = "v0.22.0"
+CHART_VERSION = "1.21.1"
+INSTALL_HINT = "run `make deploy-tools` (scripts/install-helm.sh)"
+NAMESPACE = "external-dns"
+RELEASE = "external-dns"
+MEASURED_PEAK_RSS_MIB = 175
+"""Peak resident memory of `landb-webhook serve` under a loop of calls (README, "Operating it")."""
+RESTRICTED_VOLUME_TYPES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+UNRUN_README_LINES = ("docker ", "helm repo add ", "kubectl -n external-dns logs ")
+"""README deploy lines the test cannot run: the image push, the Helm repository (no network; the chart
+comes from the Go module cache instead) and following a log (no kubelet runs pods here)."""
+
+
+def helm_and_chart() -> tuple[tuple[Path, Path] | None, str]:
+    helm = tools_bin_dir() / "helm"
+    chart = (
+        tools_bin_dir().parent
+        / "mod"
+        / f"sigs.k8s.io/external-dns@{EXTERNAL_DNS_VERSION}/charts/external-dns"
+    )
+    if not (helm.is_file() and os.access(helm, os.X_OK)):
+        return None, f"{helm} not found: {INSTALL_HINT}"
+    if not (chart / "Chart.yaml").is_file():
+        return None, f"the external-dns chart is not in {chart}: {INSTALL_HINT}"
+    if yaml.safe_load((chart / "Chart.yaml").read_text())["version"] != CHART_VERSION:
+        return None, f"{chart} is not chart {CHART_VERSION}: {INSTALL_HINT}"
+    return (helm, chart), ""
+
+
+@pytest.fixture(scope="module")
+def helm_chart() -> tuple[Path, Path]:
+    found, reason = helm_and_chart()
+    if found is None:
+        pytest.skip(reason)
+    return found
+
+
+@pytest.fixture(scope="module")
+def rendered(helm_chart: tuple[Path, Path]) -> list[dict[str, Any]]:
+    helm, chart = helm_chart
+    completed = subprocess.run(
+        [str(helm), "template", RELEASE, str(chart), "-n", NAMESPACE, "-f", str(VALUES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return [document for document in yaml.safe_load_all(completed.stdout) if document]
+
+
+def the(documents: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any]:
+    [found] = [document for document in documents if document["kind"] == kind]
+    return found
+
+
+def pod_spec(documents: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    spec: Mapping[str, Any] = the(documents, "Deployment")["spec"]["template"]["spec"]
+    return spec
+
+
+def container(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    [found] = [c for c in spec["containers"] if c["name"] == name]
+    return found
+
+
+def environment(sidecar: Mapping[str, Any]) -> dict[str, str]:
+    return {variable["name"]: variable["value"] for variable in sidecar.get("env", [])}
+
+
+def mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", quantity).groups()  # type: ignore[union-attr]
+    return float(number) * {"Mi": 1, "Gi": 1024, "M": 1e6 / 2**20, "G": 1e9 / 2**20}[unit]
+
+
+def restricted_violations(spec: Mapping[str, Any]) -> list[str]:
+    """What Pod Security "restricted" (Kubernetes' policy, v1.25 onwards) refuses in a pod spec."""
+    pod = spec.get("securityContext") or {}
+    problems = [f"pod: {field}" for field in ("hostNetwork", "hostPID", "hostIPC") if spec.get(field)]
+    problems += [
+        f"volume {v['name']}: type {kind} not allowed"
+        for v in spec.get("volumes", [])
+        for kind in v
+        if kind != "name" and kind not in RESTRICTED_VOLUME_TYPES
+    ]
+    for c in [*spec.get("initContainers", []), *spec["containers"]]:
+        context = c.get("securityContext") or {}
+        where = f"container {c['name']}"
+        if context.get("privileged"):
+            problems.append(f"{where}: privileged")
+        if context.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{where}: allowPrivilegeEscalation is not false")
+        capabilities = context.get("capabilities") or {}
+        if "ALL" not in capabilities.get("drop", []):
+            problems.append(f"{where}: capabilities.drop lacks ALL")
+        if set(capabilities.get("add", [])) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{where}: adds capabilities")
+        if not context.get("runAsNonRoot", pod.get("runAsNonRoot")):
+            problems.append(f"{where}: runAsNonRoot is not true")
+        if context.get("runAsUser", pod.get("runAsUser")) == 0:
+            problems.append(f"{where}: runs as user 0")
+        seccomp = (context.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{where}: seccompProfile is {seccomp!r}")
+        if c.get("ports") and any(port.get("hostPort") for port in c["ports"]):
+            problems.append(f"{where}: hostPort")
+    return problems
+
+
+# -- the chart, rendered ----------------------------------------------------------------------------------
+
+
+def test_external_dns_is_v0_22_with_the_readme_flags(rendered: list[dict[str, Any]]) -> None:
+    external_dns = container(pod_spec(rendered), "external-dns")
+
+    assert external_dns["image"] == f"registry.k8s.io/external-dns/external-dns:{EXTERNAL_DNS_VERSION}"
+    for flag in (
+        "--provider=webhook",
+        "--source=ingress",
+        "--domain-filter=cern.ch",
+        "--registry=txt",
+        "--txt-owner-id=my-cluster",
+        "--policy=sync",
+        "--managed-record-types=A",
+        "--managed-record-types=AAAA",
+        "--managed-record-types=CNAME",
+        "--interval=1m",
+    ):
+        assert flag in external_dns["args"]
+
+
+def test_the_sidecar_serves_in_dry_run_with_known_settings_only(rendered: list[dict[str, Any]]) -> None:
+    spec = pod_spec(rendered)
+    sidecar = container(spec, "webhook")
+    env = environment(sidecar)
+
+    assert sidecar["args"] == ["serve"]
+    assert env["LANDB_DRY_RUN"] == "true"
+    assert unknown_variables(env) == []
+    assert f"--registry={env['LANDB_REGISTRY']}" in container(spec, "external-dns")["args"]
+    Settings.model_validate({name.removeprefix("LANDB_").lower(): value for name, value in env.items()})
+
+
+def test_the_sidecar_probes_and_port_are_the_webhook_s_own(rendered: list[dict[str, Any]]) -> None:
+    sidecar = container(pod_spec(rendered), "webhook")
+
+    [port] = sidecar["ports"]
+    assert (port["name"], port["containerPort"]) == ("http-webhook", Settings().health_port)
+    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-webhook"}
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-webhook"}
+    service_ports = {p["name"]: p["targetPort"] for p in the(rendered, "Service")["spec"]["ports"]}
+    assert service_ports["http-webhook"] == "http-webhook"  # what the ServiceMonitor scrapes
+
+
+def test_the_pod_is_clean_for_pod_security_restricted_with_a_read_only_root(
+    rendered: list[dict[str, Any]],
+) -> None:
+    spec = pod_spec(rendered)
+    sidecar = container(spec, "webhook")
+
+    assert restricted_violations(spec) == []
+    assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
+    assert sidecar["securityContext"]["runAsUser"] == 65532  # the image's numeric USER
+
+
+def test_the_memory_request_covers_the_measured_peak(rendered: list[dict[str, Any]]) -> None:
+    resources = container(pod_spec(rendered), "webhook")["resources"]
+
+    request = mebibytes(resources["requests"]["memory"])
+    assert MEASURED_PEAK_RSS_MIB <= request <= mebibytes(resources["limits"]["memory"])
+    assert "cpu" in resources["requests"]
+
+
+def test_the_credentials_secret_is_mounted_where_cloud_conf_and_its_ca_file_are_read(
+    rendered: list[dict[str, Any]],
+) -> None:
+    spec = pod_spec(rendered)
+    sidecar = container(spec, "webhook")
+    [volume] = [
+        v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == "landb-webhook-openstack"
+    ]
+    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"] if m["name"] == volume["name"]}
+    example = yaml.safe_load(CREDENTIALS_EXAMPLE.read_text())["stringData"]
+
+    cloud_conf = Path(environment(sidecar)["LANDB_OS_CLOUD_CONF"])
+    assert str(cloud_conf.parent) in mounts and "subPath" not in mounts[str(cloud_conf.parent)]
+    assert cloud_conf.name in example
+    ca_file = re.search(r'ca-file = "([^"]+)"', example["cloud.conf"]).group(1)  # type: ignore[union-attr]
+    assert mounts[ca_file]["subPath"] in example
+    assert all(mount["readOnly"] for mount in mounts.values())
+
+
+# -- the README's deploy section, on a real API server ------------------------------------------------------
+
+
+def readme_deploy_lines() -> list[str]:
+    section = README.read_text().split("## Deploying beside external-dns", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.fixture
+def magnum_cloud_config(kube_apiserver: KubeApiServer) -> Iterator[str]:
+    """Secret kube-system/cloud-config as a Magnum cluster carries it."""
+    cloud_conf = (
+        '[Global]\nauth-url = "https://keystone.example/v3"\nuser-id = "u1"\npassword = "p1"\n'
+        'trust-id = "t1"\nregion = "cern"\nca-file = "/etc/kubernetes/ca-bundle.crt"\n'
+    )
+    core = client.CoreV1Api(kube_apiserver.admin)
+    body = client.V1Secret(
+        metadata=client.V1ObjectMeta(name="cloud-config", namespace="kube-system"),
+        string_data={"cloud.conf": cloud_conf},
+    )
+    core.create_namespaced_secret("kube-system", body)
+    yield cloud_conf
+    core.delete_namespaced_secret("cloud-config", "kube-system")
+
+
+def test_the_readme_deploy_steps_work_in_order_on_an_empty_cluster(
+    kube_apiserver: KubeApiServer, helm_chart: tuple[Path, Path], magnum_cloud_config: str, tmp_path: Path
+) -> None:
+    helm, chart = helm_chart
+    ca_bundle = tmp_path / "system-ca-bundle.crt"
+    ca_bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    substitutions = {
+        "external-dns/external-dns": str(chart),
+        "/etc/pki/tls/certs/ca-bundle.crt": str(ca_bundle),
+        "deploy/": f"{REPO_ROOT}/deploy/",
+    }
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube_apiserver.admin_kubeconfig),
+        "PATH": f"{helm.parent}{os.pathsep}{os.environ['PATH']}",
+        "HELM_CACHE_HOME": str(tmp_path / "helm-cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "helm-config"),
+        "HELM_DATA_HOME": str(tmp_path / "helm-data"),
+    }
+    skipped = []
+    for line in readme_deploy_lines():
+        if line.startswith(UNRUN_README_LINES):
+            skipped.append(line)
+            continue
+        command = line
+        for written, local in substitutions.items():
+            command = command.replace(written, local)
+        completed = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert completed.returncode == 0, f"README line failed: {line}\n{completed.stdout}{completed.stderr}"
+    assert [line.split()[0:3] for line in skipped] == [
+        ["docker", "build", "-t"],
+        ["helm", "repo", "add"],
+        ["kubectl", "-n", "external-dns"],
+    ]
+
+    core = client.CoreV1Api(kube_apiserver.admin)
+    secret = core.read_namespaced_secret("landb-webhook-openstack", NAMESPACE)
+    assert base64.b64decode(secret.data["cloud.conf"]).decode() == magnum_cloud_config
+    assert set(secret.data) == {"cloud.conf", "ca-bundle.crt"}
+    assert not (tmp_path / "cloud.conf").exists()  # the README removes its copy
+    deployment = client.AppsV1Api(kube_apiserver.admin).read_namespaced_deployment(RELEASE, NAMESPACE)
+    template = kube_apiserver.admin.sanitize_for_serialization(deployment.spec.template)
+    assert environment(container(template["spec"], "webhook"))["LANDB_DRY_RUN"] == "true"
+
+    assert_pods_of_the_template_pass_restricted_admission(core, template)
+    assert_the_service_account_has_exactly_the_webhook_s_rights(kube_apiserver)
+
+
+def assert_pods_of_the_template_pass_restricted_admission(
+    core: client.CoreV1Api, template: dict[str, Any]
+) -> None:
+    """The API server's own PodSecurity admission judges a pod of the Deployment (server-side dry run),
+    and refuses the same pod once one restricted requirement is taken away: enforcement is really on."""
+    labels = core.read_namespace(NAMESPACE).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "check-"},
+        "spec": template["spec"],
+    }
+    core.create_namespaced_pod(NAMESPACE, pod, dry_run="All")
+
+    weakened = yaml.safe_load(yaml.safe_dump(pod))
+    del container(weakened["spec"], "webhook")["securityContext"]["allowPrivilegeEscalation"]
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(NAMESPACE, weakened, dry_run="All")
+    assert refused.value.status == 403 and "allowPrivilegeEscalation" in str(refused.value.body)
+
+
+def assert_the_service_account_has_exactly_the_webhook_s_rights(server: KubeApiServer) -> None:
+    def allowed(verb: str, resource: str, namespace: str | None) -> bool:
+        review = client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=f"system:serviceaccount:{NAMESPACE}:{RELEASE}",
+                groups=["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"],
+                resource_attributes=client.V1ResourceAttributes(
+                    verb=verb, resource=resource, namespace=namespace
+                ),
+            )
+        )
+        return bool(
+            client.AuthorizationV1Api(server.admin).create_subject_access_review(review).status.allowed
+        )
+
+    granted = [(verb, resource, None) for verb in ("list", "watch") for resource in ("nodes", "pods")]
+    granted += [(verb, "configmaps", NAMESPACE) for verb in ("get", "list", "create", "update")]
+    refused = [(verb, "configmaps", NAMESPACE) for verb in ("patch", "delete", "watch")]
+    refused += [("update", "nodes", None), ("get", "pods", None), ("list", "configmaps", "kube-system")]
+    assert [check for check in granted if not allowed(*check)] == []
+    assert [check for check in refused if allowed(*check)] == []
