@@ -81,12 +81,18 @@ class ServerAliases:
                     yield number, text, token
 
     def frozen_tokens(self) -> Iterator[LoadToken]:
-        for value in self.frozen.values():
+        for _, token in self.frozen_tokens_by_key():
+            yield token
+
+    def frozen_tokens_by_key(self) -> Iterator[tuple[str, LoadToken]]:
+        """(key, parsed token) for every load-balanced token in a key or form we never edit."""
+        for key in sorted(self.frozen):
+            value = self.frozen[key]
             texts = _per_interface_tokens(value) if is_per_interface_form(value) else split_tokens(value)
             for text in texts:
                 token = parse_token(text)
                 if token is not None:
-                    yield token
+                    yield key, token
 
     def load_tokens(self) -> Iterator[LoadToken]:
         """Every load-balanced alias LanDB will publish for this server."""
