@@ -33,6 +33,9 @@ def status_json(status: ClusterStatus) -> str:
             {
                 "name": node.name,
                 "ingress": node.ingress,
+                "ready": node.ready,
+                "deleting": node.deleting,
+                "unschedulable": node.unschedulable,
                 "server_id": node.server_id,
                 "server_name": node.server_name,
             }
@@ -79,9 +82,14 @@ def status_table(status: ClusterStatus) -> str:
         "",
         f"NODES: {len(status.nodes)}, {ingress} matching the ingress selector",
         *_columns(
-            ("NODE", "ROLE", "SERVER"),
+            ("NODE", "ROLE", "HEALTH", "SERVER"),
             [
-                (node.name, "ingress" if node.ingress else "-", node.server_name or "(no server)")
+                (
+                    node.name,
+                    "ingress" if node.ingress else "-",
+                    node.health,
+                    node.server_name or "(no server)",
+                )
                 for node in status.nodes
             ],
         ),
@@ -144,6 +152,7 @@ def _holding_json(holding: Holding) -> dict[str, Any]:
         "key": holding.key,
         "frozen": holding.frozen,
         "ingress": holding.ingress,
+        "ready": holding.ready,
     }
 
 
@@ -169,7 +178,15 @@ def _claim_name(decision: Decision) -> str:
 def _carriers_text(holdings: Iterable[Holding]) -> str:
     parts = []
     for h in holdings:
-        notes = [note for note, applies in (("not ingress", not h.ingress), (h.key, h.frozen)) if applies]
+        notes = [
+            note
+            for note, applies in (
+                ("not ingress", not h.ingress),
+                ("not Ready", not h.ready),
+                (h.key, h.frozen),
+            )
+            if applies
+        ]
         parts.append(f"{h.node} N={h.index}" + (f" ({', '.join(notes)})" if notes else ""))
     return ", ".join(parts) or "-"
 

@@ -26,6 +26,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+from landb_webhook.simulator.kube_store import NODES
 from support.external_dns import ownership_record, plan
 
 OWNER = "test-cluster"
@@ -131,6 +132,8 @@ def seed_messy(world: World) -> dict[str, Any]:
         provider_id="openstack:///00000000-0000-4000-8000-000000000000",
     )
     world.sim.state.set_quota(12)  # n2 holds 7 CERN keys + landb-alias + 3 of its own = 11 > 80% of 12
+    world.sim.state.set_node_ready(n1, False)
+    world.sim.state.kube.mutate(NODES, None, n2, lambda node: node["spec"].update(unschedulable=True))
     world.store_claims(
         ownership_record(Endpoint("app.cern.ch", "A", labels=(("resource", "ingress/default/app"),)), OWNER)
     )
@@ -151,10 +154,12 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
     app = names["app.cern.ch"]
     assert app["label"] == "app"
     assert app["claimed"] is True and app["owners"] == [OWNER]
-    assert [(c["node"], c["index"], c["key"], c["frozen"], c["ingress"]) for c in app["carriers"]] == [
-        (nodes["n0"], 0, "landb-alias", False, True),
-        (nodes["n1"], 1, "landb-alias", False, True),
-        (nodes["n2"], 2, "landb-alias", False, True),
+    assert [
+        (c["node"], c["index"], c["key"], c["frozen"], c["ingress"], c["ready"]) for c in app["carriers"]
+    ] == [
+        (nodes["n0"], 0, "landb-alias", False, True, True),
+        (nodes["n1"], 1, "landb-alias", False, True, False),
+        (nodes["n2"], 2, "landb-alias", False, True, True),
     ]
     assert app["carriers"][0]["server_id"] == world.server_id(nodes["n0"])
     assert app["problems"] == []
@@ -190,6 +195,7 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
             "key": "landb-alias",
             "frozen": False,
             "ingress": False,
+            "ready": True,
         }
     ]
     assert report["duplicate_indices"] == [
@@ -207,12 +213,20 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
     assert nodes_seen["ghost-node"] == {
         "name": "ghost-node",
         "ingress": True,
+        "ready": True,
+        "deleting": False,
+        "unschedulable": False,
         "server_id": None,
         "server_name": None,
     }
     assert nodes_seen[nodes["worker"]]["ingress"] is False
+    assert (nodes_seen[nodes["n1"]]["ready"], nodes_seen[nodes["n1"]]["unschedulable"]) == (False, False)
+    assert (nodes_seen[nodes["n2"]]["ready"], nodes_seen[nodes["n2"]]["unschedulable"]) == (True, True)
     needs = report["needs_human"]
-    assert len(needs) == 4, needs  # quota, ghost node, the duplicate N, the stray alias; not the frozen form
+    # quota, the ghost node, the NotReady carrier, the duplicate N, the stray alias; not the frozen form,
+    # not the cordoned node
+    assert len(needs) == 5, needs
+    assert f"node {nodes['n1']} is NotReady and still carries app, dup" in " ".join(needs)
     assert any(nodes["n2"] in line and "11 of its 12" in line for line in needs)
     assert any("ghost-node" in line for line in needs)
     assert any(line.startswith("dup.cern.ch:") for line in needs)
@@ -231,7 +245,7 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
     assert lines[0].split() == ["NAME", "CLAIM", "CARRIERS"]
     row = next(line for line in lines if line.startswith("app.cern.ch "))
     assert f"owner {OWNER}" in row
-    assert f"{nodes['n0']} N=0, {nodes['n1']} N=1, {nodes['n2']} N=2" in row
+    assert f"{nodes['n0']} N=0, {nodes['n1']} N=1 (not Ready), {nodes['n2']} N=2" in row
     assert f"{nodes['n0']} N=7 (landb-alias1)" in next(
         line for line in lines if line.startswith("old.cern.ch ")
     )
@@ -245,7 +259,13 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
     assert f"  stray.cern.ch on {nodes['worker']}: N=3 in landb-alias" in lines
     assert f"  dup.cern.ch N=0 on {nodes['n0']}, {nodes['n1']}" in lines
     assert f"  {nodes['n0']} landb-alias1 = eth0.cern.ch:old--load-7-" in lines
-    assert "Needs a human (4):" in lines
+    assert [line.split()[:3] for line in lines if line.startswith(nodes["n1"] + " ")] == [
+        [nodes["n1"], "ingress", "NotReady"]
+    ]
+    assert [line.split()[:3] for line in lines if line.startswith(nodes["n2"] + " ")] == [
+        [nodes["n2"], "ingress", "Ready,cordoned"]
+    ]
+    assert "Needs a human (5):" in lines
     assert world.writes() == []
 
 

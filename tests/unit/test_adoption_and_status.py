@@ -4,6 +4,7 @@ external-dns as they are, and the exact claim external-dns' txt registry writes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -152,6 +153,22 @@ def test_every_kind_of_trouble_is_a_problem_of_its_name() -> None:
     assert [(f.node, f.key) for f in status.frozen_forms] == [("n1", "landb-alias1")]
     assert status.nodes_without_server == ("ghost",)
     assert len(status.attention()) == 4
+
+
+def test_a_carrier_that_is_not_ready_or_is_being_deleted_needs_a_human_an_idle_one_does_not() -> None:
+    found = inventory(
+        {"n0": {"landb-alias": "app--load-0-"}, "n1": {"landb-alias": "app--load-1-"}, "n2": {}}
+    )
+    sick = {"n0": {"ready": False}, "n1": {"deleting": True, "unschedulable": True}, "n2": {"ready": False}}
+    found = replace(found, nodes=tuple(replace(node, **sick[node.name]) for node in found.nodes))
+
+    status = analyse(found, [], domain=DOMAIN)
+
+    assert status.attention() == [
+        "node n0 is NotReady and still carries app: LanDB sends it a share of their requests",
+        "node n1 is Ready,deleting,cordoned and still carries app: LanDB sends it a share of their requests",
+    ]
+    assert [h.ready for h in status.names[0].holdings] == [False, False]
 
 
 # -- adoption ----------------------------------------------------------------------------------------------

@@ -30,6 +30,18 @@ class NodeStatus:
     """None: no Nova server was found for the node."""
     server_name: str | None
     ingress: bool
+    ready: bool
+    deleting: bool
+    unschedulable: bool
+
+    @property
+    def health(self) -> str:
+        """``Ready`` or ``NotReady``, then ``deleting`` and ``cordoned`` when they apply."""
+        words = ["Ready" if self.ready else "NotReady"]
+        words += [
+            w for w, applies in (("deleting", self.deleting), ("cordoned", self.unschedulable)) if applies
+        ]
+        return ",".join(words)
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,8 @@ class Holding:
     frozen: bool
     """Held in a key or form the webhook never edits."""
     ingress: bool
+    ready: bool
+    """Its node is Ready and not being deleted, so it answers LanDB's share of the name's requests."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,13 @@ class ClusterStatus:
         found += [
             f"node {node} has no Nova server: its aliases are not seen" for node in self.nodes_without_server
         ]
+        for node in self.nodes:
+            carried = sorted({h.label for name in self.names for h in name.holdings if h.node == node.name})
+            if carried and (not node.ready or node.deleting):
+                found.append(
+                    f"node {node.name} is {node.health} and still carries {', '.join(carried)}: "
+                    "LanDB sends it a share of their requests"
+                )
         for name in self.names:
             found += [f"{name.dns_name}: {problem}" for problem in name.problems]
         return found
@@ -125,6 +146,9 @@ def analyse(
             server.id if (server := inventory.servers.get(node.name)) else None,
             server.name if server else None,
             node.is_ingress,
+            node.ready,
+            node.deleting,
+            node.unschedulable,
         )
         for node in sorted(inventory.nodes, key=lambda n: n.name)
     )
@@ -167,14 +191,13 @@ def _holdings(inventory: Inventory) -> list[Holding]:
         if server is None:
             continue
         aliases = read_aliases(server.metadata)
-        for number, _, token in aliases.editable_tokens():
-            found.append(
-                Holding(
-                    token.label, token.index, node.name, server.id, slot_key(number), False, node.is_ingress
-                )
-            )
-        for key, token in aliases.frozen_tokens_by_key():
-            found.append(Holding(token.label, token.index, node.name, server.id, key, True, node.is_ingress))
+        keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
+        keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
+        serving = node.ready and not node.deleting
+        found += [
+            Holding(token.label, token.index, node.name, server.id, key, frozen, node.is_ingress, serving)
+            for key, frozen, token in keyed
+        ]
     return sorted(found, key=lambda h: (h.label, h.node, h.index, h.key))
 
 
