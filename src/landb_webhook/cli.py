@@ -27,6 +27,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.names import InvalidName, label_for
 from landb_webhook.logs import LogLevel, configure_logging, get_logger
 from landb_webhook.metrics import Metrics
+from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.adopt import plan_adoption, store_claims
 from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.provider.status import read_status
@@ -331,8 +332,8 @@ def status(settings: Settings, *, output: str) -> int:
 
 
 def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> int:
-    """Run ``run`` on freshly connected adapters; a failure to reach the cluster or the cloud is one
-    line on stderr and exit code 1."""
+    """Run ``run`` on freshly connected adapters; any failure is one line on stderr and exit code 1
+    (with a traceback in the log at debug level)."""
     from landb_webhook.app import connected_ports  # noqa: PLC0415 (imports every adapter)
 
     configure_logging(_quieter(settings.log_level), settings.log_format)
@@ -340,7 +341,10 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> 
         with connected_ports(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
             return run(ports)
     except Exception as error:
-        print(f"{PROG} {command}: cannot read the cluster or the cloud: {error}", file=sys.stderr)
+        if isinstance(error, UpstreamError):
+            print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
+        else:  # usually configuration: no kubeconfig, an unknown cloud
+            print(f"{PROG} {command}: {type(error).__name__}: {error}", file=sys.stderr)
         _log.debug("traceback", exc_info=True)
         return EXIT_CANNOT_START
 

@@ -287,7 +287,7 @@ def test_status_exits_one_when_the_cloud_cannot_be_read(world: World) -> None:
 
     assert code == EXIT_CANNOT_START
     assert out == ""
-    assert "status: cannot read the cluster or the cloud: nova" in err
+    assert "status: cannot talk to the cluster or the cloud: nova" in err
 
 
 def test_status_exits_two_on_invalid_settings(world: World) -> None:

@@ -56,7 +56,10 @@ def plan_adoption(
     """
     validate_owner_id(owner_id)
     wanted = sorted(labels) if labels is not None else [name.label for name in status.names]
-    ingress_nodes = sorted(node.name for node in status.nodes if node.ingress)
+    # The nodes the next loop places aliases on (those that are healthy, as far as adoption can tell).
+    ingress_nodes = sorted(
+        node.name for node in status.nodes if node.ingress and node.ready and not node.deleting
+    )
     claims: list[Decision] = []
     left: list[Decision] = []
     for label in wanted:
