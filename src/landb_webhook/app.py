@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import structlog
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.config import SettingError, Settings
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import OwnershipStore
+from landb_webhook.ports import OwnershipStore, UpstreamError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions
 from landb_webhook.provider.health import HealthPolicy
 
@@ -51,16 +53,25 @@ def provider_options(settings: Settings) -> ProviderOptions:
         health=HealthPolicy(
             grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
         ),
+        adopt_existing=settings.adopt_existing,
     )
 
 
-def build_provider(
-    settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time
-) -> tuple[LandbProvider, Resources]:
-    """Wire the adapters. Makes no remote call: the node watch starts in the background and
-    OpenStack authenticates on first use, so negotiation is answered at once.
+@dataclass(frozen=True)
+class Ports:
+    """The adapters behind the provider's ports, as configured by the settings."""
 
-    ``clock`` (epoch seconds) is what node grace periods are measured with."""
+    nodes: KubernetesNodeSource
+    servers: OpenStackServerStore
+    ownership: OwnershipStore
+
+
+def build_ports(
+    settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
+) -> tuple[Ports, Resources]:
+    """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
+    authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
+    ``metrics``, when given, count the OpenStack calls."""
     if settings.os_cloud_conf is not None:
         try:  # a broken file stops start-up, not Records
             cloudconf.connection_options(settings.os_cloud_conf)
@@ -78,11 +89,38 @@ def build_provider(
         ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
     else:
         ownership = InMemoryOwnershipStore()
+    return Ports(nodes, servers, ownership), Resources(nodes=nodes, servers=servers)
+
+
+def build_provider(
+    settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time
+) -> tuple[LandbProvider, Resources]:
+    """The provider on the configured adapters; the node watch starts in the background, so
+    negotiation is answered at once."""
+    ports, resources = build_ports(settings, metrics=metrics, clock=clock)
     if settings.registry == "noop":
         log.warning(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
             consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",
         )
-    provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics, clock=clock)
-    nodes.start()
-    return provider, Resources(nodes=nodes, servers=servers)
+    provider = LandbProvider(
+        ports.nodes, ports.servers, ports.ownership, provider_options(settings), metrics, clock=clock
+    )
+    ports.nodes.start()
+    return provider, resources
+
+
+@contextmanager
+def connected_ports(settings: Settings, *, sync_timeout: float) -> Iterator[Ports]:
+    """The adapters for a one-shot command, with the node inventory listed once; stopped on exit.
+
+    Raises UpstreamError when the node list does not arrive within ``sync_timeout`` seconds.
+    """
+    ports, resources = build_ports(settings)
+    try:
+        ports.nodes.start()
+        if not ports.nodes.wait_synced(sync_timeout):
+            raise UpstreamError(KUBERNETES, f"the node list did not arrive within {sync_timeout:g} s")
+        yield ports
+    finally:
+        resources.close()

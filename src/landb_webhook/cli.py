@@ -15,9 +15,9 @@ import shlex
 import socket
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import ValidationError
 from pydantic_settings import CliSettingsSource, SettingsError
@@ -25,15 +25,28 @@ from pydantic_settings import CliSettingsSource, SettingsError
 import landb_webhook
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, unknown_variables
 from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.logs import configure_logging, get_logger
+from landb_webhook.landb.names import InvalidName, label_for
+from landb_webhook.logs import LogLevel, configure_logging, get_logger
 from landb_webhook.metrics import Metrics
+from landb_webhook.ports import UpstreamError
+from landb_webhook.provider.adopt import plan_adoption, store_claims
+from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
+from landb_webhook.provider.status import read_status
+from landb_webhook.report import adoption_text, status_json, status_table
 from landb_webhook.webhook.app import create_api_app, create_health_app
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
+if TYPE_CHECKING:
+    from landb_webhook.app import Ports
+
 PROG = "landb-webhook"
 EXIT_INVALID_SETTINGS = 2
 EXIT_CANNOT_START = 1
+EXIT_NEEDS_A_HUMAN = 3
+"""``status``: the cluster and the cloud were read, and something in them needs a human."""
+ONE_SHOT_SYNC_TIMEOUT = 30.0
+"""Seconds ``adopt`` and ``status`` wait for the node list."""
 DEFAULT_DEMO_STATE_DIR = Path("state")
 """``./state``: kept after the demo exits so its clouds.yaml and kubeconfig can be read; gitignored."""
 
@@ -64,14 +77,51 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
         epilog=_environment_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    settings_flags: CliSettingsSource[Settings] = CliSettingsSource(
-        Settings,
-        root_parser=serve,
-        cli_kebab_case=True,
-        cli_implicit_flags=True,
-        cli_hide_none_type=True,
-        cli_show_env_vars=True,
+    settings_flags = _settings_flags(serve)
+
+    adopt = commands.add_parser(
+        "adopt",
+        help="claim aliases that already exist on the ingress nodes for external-dns",
+        description=textwrap.fill(
+            "Write the TXT ownership claims external-dns' txt registry would write for OWNER_ID, for "
+            "aliases already on the cluster's ingress nodes (set by hand or by the landb-alias-controller). "
+            "No server metadata is written: every alias keeps its N. Prints what it claims and what it "
+            "leaves, and why. Takes every setting of 'serve' (kubeconfig, OpenStack credentials, ownership "
+            "store), as flags or LANDB_* variables; --dry-run writes nothing."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    adopt.add_argument(
+        "--owner-id", required=True, help="external-dns' --txt-owner-id, which will own the claims"
+    )
+    which = adopt.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--names",
+        type=_comma_list,
+        help="comma-separated names to adopt (app or app.cern.ch)",
+    )
+    which.add_argument("--all-unclaimed", action="store_true", help="adopt every alias found without a claim")
+    adopt.add_argument("--txt-prefix", default="", help="external-dns' --txt-prefix (default: none)")
+    adopt.add_argument("--txt-suffix", default="", help="external-dns' --txt-suffix (default: none)")
+    _settings_flags(adopt)
+
+    status = commands.add_parser(
+        "status",
+        help="print every alias of the cluster and what needs a human (read-only)",
+        description=textwrap.fill(
+            "Read the cluster's nodes, their Nova servers and the ownership claims, write nothing, and "
+            "print per name its carriers with their N and who claims it, then what needs a human. "
+            "Takes every setting of 'serve'."
+        )
+        + f"\n\nExit codes: 0 nothing needs a human; {EXIT_NEEDS_A_HUMAN} something does (listed under "
+        f"'Needs a human' / needs_human); {EXIT_CANNOT_START} the cluster or the cloud could not be read; "
+        f"{EXIT_INVALID_SETTINGS} invalid settings or arguments.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    status.add_argument(
+        "--output", choices=("table", "json"), default="table", help="table (default) or json"
+    )
+    _settings_flags(status)
 
     simulator = commands.add_parser(
         "simulator",
@@ -107,6 +157,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
     return parser, settings_flags
 
 
+def _settings_flags(command: argparse.ArgumentParser) -> CliSettingsSource[Settings]:
+    """Give ``command`` one flag per setting, and remember the source that reads them back."""
+    flags: CliSettingsSource[Settings] = CliSettingsSource(
+        Settings,
+        root_parser=command,
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_hide_none_type=True,
+        cli_show_env_vars=True,
+    )
+    command.set_defaults(settings_flags=flags)
+    return flags
+
+
+def _comma_list(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
 def _environment_epilog() -> str:
     present = [
         f"  {ENV_PREFIX}{field.upper()}={os.environ[ENV_PREFIX + field.upper()]}"
@@ -137,18 +205,25 @@ def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, settings_flags = build_parser()
+    parser, _ = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "serve":
+    if args.command in ("serve", "adopt", "status"):
         try:
-            settings = load_settings(args, settings_flags)
+            settings = load_settings(args, args.settings_flags)
         except (ValidationError, SettingsError) as error:
-            print(f"{PROG} serve: {describe_invalid_settings(error)}", file=sys.stderr)
+            print(f"{PROG} {args.command}: {describe_invalid_settings(error)}", file=sys.stderr)
             return EXIT_INVALID_SETTINGS
         try:
+            if args.command == "adopt":
+                return adopt(settings, args)
+            if args.command == "status":
+                return status(settings, output=args.output)
             return serve(settings)
         except SettingError as error:
-            print(f"{PROG} serve: invalid settings: {error}. See '{PROG} serve --help'.", file=sys.stderr)
+            print(
+                f"{PROG} {args.command}: invalid settings: {error}. See '{PROG} {args.command} --help'.",
+                file=sys.stderr,
+            )
             return EXIT_INVALID_SETTINGS
     if importlib.util.find_spec("landb_webhook.simulator") is None:
         print(
@@ -225,6 +300,88 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
     finally:
         closeable.close()
     return 0
+
+
+def adopt(settings: Settings, args: argparse.Namespace) -> int:
+    """Claim the existing aliases ``args`` names for ``args.owner_id``; print what was claimed and left."""
+    problem = _adoption_refusal(settings, args)
+    if problem is not None:
+        print(f"{PROG} adopt: {problem}", file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
+    labels = None if args.all_unclaimed else [_label(name, settings.dns_domain) for name in args.names]
+
+    def run(ports: Ports) -> int:
+        found = read_status(ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain)
+        plan = plan_adoption(
+            found,
+            owner_id=args.owner_id,
+            labels=labels,
+            txt_prefix=args.txt_prefix,
+            txt_suffix=args.txt_suffix,
+            domain=settings.dns_domain,
+        )
+        stored = None if settings.dry_run else len(store_claims(ports.ownership, plan))
+        print(adoption_text(plan, dry_run=settings.dry_run, stored=stored))
+        return 0
+
+    return _one_shot("adopt", settings, run)
+
+
+def _adoption_refusal(settings: Settings, args: argparse.Namespace) -> str | None:
+    """Why these arguments cannot adopt anything, or None."""
+    if settings.registry != "txt":
+        return "claims are TXT records, which registry noop ignores: adopt needs LANDB_REGISTRY=txt"
+    if settings.ownership_store != "configmap":
+        return "the memory ownership store forgets claims when this command exits: use configmap"
+    try:
+        validate_owner_id(args.owner_id)
+        txt_record_name(f"probe.{settings.dns_domain}", "A", prefix=args.txt_prefix, suffix=args.txt_suffix)
+        for name in args.names or ():
+            _label(name, settings.dns_domain)
+    except (InvalidOwnerId, InvalidName, ValueError) as error:
+        return str(error)
+    if args.names is not None and not args.names:
+        return "--names lists no name"
+    return None
+
+
+def _label(name: str, domain: str) -> str:
+    """``app`` or ``app.cern.ch`` -> ``app``; raises InvalidName."""
+    return label_for(name if "." in name.strip(".") else f"{name}.{domain}", domain)
+
+
+def status(settings: Settings, *, output: str) -> int:
+    """Print the status of every alias; exit non-zero when something needs a human."""
+
+    def run(ports: Ports) -> int:
+        found = read_status(ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain)
+        print(status_json(found) if output == "json" else status_table(found))
+        return EXIT_NEEDS_A_HUMAN if found.attention() else 0
+
+    return _one_shot("status", settings, run)
+
+
+def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> int:
+    """Run ``run`` on freshly connected adapters; any failure is one line on stderr and exit code 1
+    (with a traceback in the log at debug level)."""
+    from landb_webhook.app import connected_ports  # noqa: PLC0415 (imports every adapter)
+
+    configure_logging(_quieter(settings.log_level), settings.log_format)
+    try:
+        with connected_ports(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
+            return run(ports)
+    except Exception as error:
+        if isinstance(error, UpstreamError):
+            print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
+        else:  # usually configuration: no kubeconfig, an unknown cloud
+            print(f"{PROG} {command}: {type(error).__name__}: {error}", file=sys.stderr)
+        _log.debug("traceback", exc_info=True)
+        return EXIT_CANNOT_START
+
+
+def _quieter(level: LogLevel) -> LogLevel:
+    """A one-shot command prints its result on stdout: its log shows warnings and worse, unless debug."""
+    return level if level in ("debug", "warning", "error") else "warning"
 
 
 def _simulator(args: argparse.Namespace) -> int:

@@ -126,6 +126,11 @@ class Settings(BaseSettings):
     ownership_configmap: str = Field(
         "landb-webhook-ownership", description="Name of the ownership ConfigMap."
     )
+    adopt_existing: bool = Field(
+        False,
+        description="With registry txt: an alias already on the nodes without a TXT claim is claimed "
+        "when external-dns wants its name (its carriers keep their N), instead of left alone.",
+    )
 
     # Operation
     dry_run: bool = Field(False, description="Log every metadata write instead of doing it.")
@@ -143,6 +148,13 @@ class Settings(BaseSettings):
             parse(value)
         except InvalidSelector as exc:
             raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("adopt_existing")
+    @classmethod
+    def _adoption_needs_claims(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("registry") != "txt":
+            raise ValueError("adoption claims aliases with TXT records, so it needs registry txt")
         return value
 
     @field_validator("dns_domain")

@@ -323,6 +323,13 @@ def http_post(port: int, path: str, body: bytes, headers: Mapping[str, str]) -> 
         connection.close()
 
 
+def inherited_environment() -> dict[str, str]:
+    """This process' environment without any setting the webhook or its clients would read."""
+    return {
+        key: value for key, value in os.environ.items() if not key.startswith(("LANDB_", "OS_", "KUBECONFIG"))
+    }
+
+
 class WebhookProcess:
     """``landb-webhook serve`` configured through LANDB_* environment variables, logging to a file."""
 
@@ -335,13 +342,8 @@ class WebhookProcess:
         self._log: IO[bytes] | None = None
 
     def environment(self) -> dict[str, str]:
-        inherited = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("LANDB_", "OS_", "KUBECONFIG"))
-        }
         return {
-            **inherited,
+            **inherited_environment(),
             **self._settings,
             "LANDB_API_HOST": "127.0.0.1",
             "LANDB_API_PORT": str(self.api_port),
@@ -573,7 +575,15 @@ class E2EStack:
         if self.webhook is not None:
             raise RuntimeError("webhook already started")
         self.registry = registry
-        settings = {
+        settings = self.webhook_settings(registry, **extra_settings)
+        self.webhook = WebhookProcess(settings, self.workdir / "webhook.log")
+        self.webhook.start()
+        self.tap = WebhookTap(self.webhook.api_port)
+        return self.webhook
+
+    def webhook_settings(self, registry: str = "txt", **extra_settings: str) -> dict[str, str]:
+        """The environment every ``landb-webhook`` command of this stack runs with."""
+        return {
             "OS_CLIENT_CONFIG_FILE": str(self.client_config.clouds_yaml),
             "LANDB_OS_CLOUD": self.client_config.cloud_name,
             "LANDB_KUBECONFIG": str(self.client_config.kubeconfig),
@@ -583,10 +593,18 @@ class E2EStack:
             "LANDB_LOG_LEVEL": "info",
             **extra_settings,
         }
-        self.webhook = WebhookProcess(settings, self.workdir / "webhook.log")
-        self.webhook.start()
-        self.tap = WebhookTap(self.webhook.api_port)
-        return self.webhook
+
+    def landb_webhook(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``landb-webhook <args>`` (adopt, status) once, with the webhook's settings."""
+        return subprocess.run(
+            [sys.executable, "-m", "landb_webhook", *args],
+            cwd=REPO_ROOT,
+            env={**inherited_environment(), **self.webhook_settings(self.registry)},
+            capture_output=True,
+            text=True,
+            timeout=READY_TIMEOUT + EXTERNAL_DNS_TIMEOUT,
+            check=False,
+        )
 
     def restart_webhook(self) -> None:
         """Stop the webhook process and start a new one on the same ports (nothing kept in memory)."""

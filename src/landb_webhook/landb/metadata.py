@@ -82,25 +82,33 @@ class ServerAliases:
                 if token is not None:
                     yield number, text, token
 
-    def _frozen_texts(self) -> Iterator[tuple[str | None, str]]:
-        """(interface, token text) for every token in a frozen key or form; interface None: the server."""
-        for value in self.frozen.values():
+    def _frozen_texts(self) -> Iterator[tuple[str, str | None, str]]:
+        """(key, interface, token text) for every token in a frozen key or form; interface None: the
+        server."""
+        for key in sorted(self.frozen):
+            value = self.frozen[key]
             if is_per_interface_form(value):
-                yield from _per_interface_tokens(value)
+                yield from ((key, interface, text) for interface, text in _per_interface_tokens(value))
             else:
-                yield from ((None, text) for text in split_tokens(value))
+                yield from ((key, None, text) for text in split_tokens(value))
 
     def frozen_tokens(self) -> Iterator[LoadToken]:
-        for _, text in self._frozen_texts():
+        for _, token in self.frozen_tokens_by_key():
+            yield token
+
+    def frozen_tokens_by_key(self) -> Iterator[tuple[str, LoadToken]]:
+        """(key, parsed token) for every load-balanced token in a key or form we never edit."""
+        for key, _, text in self._frozen_texts():
             token = parse_token(text)
             if token is not None:
-                yield token
+                yield key, token
 
     def plain_aliases(self) -> Iterator[tuple[str, str | None]]:
         """(label, interface) for every plain (CNAME) alias, in any key or form: LanDB points it at the
         interface a per-interface value names, else (interface None) at the server itself."""
         slot_texts = ((None, text) for number in sorted(self.slots) for text in self.slots[number])
-        for interface, text in (*slot_texts, *self._frozen_texts()):
+        frozen_texts = ((interface, text) for _, interface, text in self._frozen_texts())
+        for interface, text in (*slot_texts, *frozen_texts):
             label = parse_plain_alias(text)
             if label is not None:
                 yield label, interface

@@ -29,11 +29,13 @@ from landb_webhook.landb.plan import (
 )
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError
+from landb_webhook.provider.adopt import adoptable
 from landb_webhook.provider.executor import Outcome, PlanExecutor
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
 from landb_webhook.provider.interface import ApplyError, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
+from landb_webhook.provider.status import analyse
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +53,7 @@ class ProviderOptions:
     inventory_max_age: float = 30.0
     dry_run: bool = False
     health: HealthPolicy = field(default_factory=HealthPolicy)
+    adopt_existing: bool = False
 
 
 class LandbProvider:
@@ -106,12 +109,14 @@ class LandbProvider:
             self._warn_once(node, "no Nova server found for this node; its aliases are not seen")
         found = carriers(inventory.server_states())
         self._report_health(inventory)
+        claims = list(self._ownership.records())
+        hidden = self._offered_for_adoption(inventory, claims)
         aliases = [
             Endpoint(dns_name_for(label, self._options.dns_domain), "A", inventory.ips_of(ids))
             for label, ids in sorted(found.items())
+            if label not in hidden
         ]
-        claims = list(self._ownership.records())
-        self._report_unowned(found, claims)
+        self._report_unowned(found.keys() - hidden, claims)
         self._report_frozen_outside_ingress(inventory)
         self._metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
         self._metrics.aliases_managed.set(len(found))
@@ -202,7 +207,8 @@ class LandbProvider:
     def _apply(self, changes: Changes) -> None:
         started = time.monotonic()
         inventory = self._inventory.fresh()
-        claims_before = claimed_names(self._ownership.records())
+        claim_records = self._ownership.records()
+        claims_before = claimed_names(claim_records)
 
         new_claims = [e for e in (*changes.create, *changes.update_new) if is_ownership_record(e)]
         kept_claim_keys = {e.key for e in new_claims}
@@ -232,6 +238,9 @@ class LandbProvider:
         )
 
         not_owned = self._not_owned(publish | withdraw, claims_before | claimed_names(new_claims))
+        taken = self._refused_takeovers(inventory, publish - not_owned, claim_records)
+        new_claims = [c for c in new_claims if _label_of(owned_name(c)) not in taken]
+        not_owned |= taken
         publish -= not_owned
         withdraw -= not_owned
         refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
@@ -359,15 +368,56 @@ class LandbProvider:
         """The changes to refuse: aliases that are someone else's are never touched."""
         refused = self._unclaimed(labels, claimed)
         for label in sorted(refused):
-            self._metrics.refused_changes_total.labels(reason="not_owned").inc()
-            log.warning(
+            self._refuse_not_owned(
+                label,
                 "change refused: alias has no ownership record",
-                alias=label,
-                hint="external-dns only changes records it owns; this alias was set by someone else",
+                "external-dns only changes records it owns; this alias was set by someone else",
             )
         return refused
 
-    def _report_unowned(self, found: dict[str, set[str]], claims: Sequence[Endpoint]) -> None:
+    def _refuse_not_owned(self, label: str, message: str, hint: str) -> None:
+        self._metrics.refused_changes_total.labels(reason="not_owned").inc()
+        log.warning(message, alias=label, hint=hint)
+
+    def _offered_for_adoption(self, inventory: Inventory, claims: Sequence[Endpoint]) -> set[str]:
+        """With LANDB_ADOPT_EXISTING, the unclaimed aliases Records leaves out: external-dns then sees
+        their names as free, and a desired one comes back as a create with its claim (``_apply``)."""
+        if not self._options.adopt_existing:
+            return set()
+        status = analyse(inventory, claims, domain=self._options.dns_domain)
+        offered = {name.label for name in status.names if adoptable(name)}
+        for label in sorted(offered):
+            self._warn_once(label, "alias without ownership record: external-dns may adopt it")
+        return offered
+
+    def _refused_takeovers(
+        self, inventory: Inventory, publish: set[str], claims_before: Sequence[Endpoint]
+    ) -> set[str]:
+        """Creates of aliases that already exist without a claim: adopted (their carriers keep their N)
+        with LANDB_ADOPT_EXISTING when adoption is safe, refused otherwise."""
+        existing = self._unclaimed(
+            publish & carriers(inventory.server_states()).keys(), claimed_names(claims_before)
+        )
+        if not existing:
+            return set()
+        status = analyse(inventory, claims_before, domain=self._options.dns_domain)
+        refused: set[str] = set()
+        for label in sorted(existing):
+            name = status.name(label)
+            if self._options.adopt_existing and name is not None and adoptable(name):
+                log.warning(
+                    "existing alias adopted: external-dns claimed it, its carriers keep their N", alias=label
+                )
+                continue
+            refused.add(label)
+            self._refuse_not_owned(
+                label,
+                "change refused: the alias exists without ownership record",
+                "set LANDB_ADOPT_EXISTING=true or run 'landb-webhook adopt' to hand it to external-dns",
+            )
+        return refused
+
+    def _report_unowned(self, found: Iterable[str], claims: Sequence[Endpoint]) -> None:
         for label in sorted(self._unclaimed(found, claimed_names(claims))):
             self._warn_once(label, "alias held by someone else (no ownership record): left untouched")
 

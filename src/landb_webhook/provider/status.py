@@ -1,0 +1,277 @@
+"""What a human should know about the cluster's aliases, in one pure analysis.
+
+``landb-webhook status`` prints it (and exits non-zero when :meth:`ClusterStatus.attention` is not
+empty); ``adopt`` and ``LANDB_ADOPT_EXISTING`` claim only names whose :attr:`NameStatus.problems` is
+empty. Reading is separate (:func:`read_status`) and read-only: nodes, servers, the metadata quota and
+the ownership records.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from landb_webhook.endpoint import Endpoint
+from landb_webhook.landb.metadata import read_aliases, slot_key
+from landb_webhook.landb.names import dns_name_for
+from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
+from landb_webhook.provider.inventory import Inventory, InventoryReader
+from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of
+
+QUOTA_WARNING_RATIO = 0.8
+"""A server holding more than this share of its metadata key quota is reported."""
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    server_id: str | None
+    """None: no Nova server was found for the node."""
+    server_name: str | None
+    ingress: bool
+    ready: bool
+    deleting: bool
+    unschedulable: bool
+
+    @property
+    def health(self) -> str:
+        """``Ready`` or ``NotReady``, then ``deleting`` and ``cordoned`` when they apply."""
+        words = ["Ready" if self.ready else "NotReady"]
+        words += [
+            w for w, applies in (("deleting", self.deleting), ("cordoned", self.unschedulable)) if applies
+        ]
+        return ",".join(words)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """One ``<label>--load-<N>-`` that LanDB publishes for one server, and where it is written."""
+
+    label: str
+    index: int
+    node: str
+    server_id: str
+    key: str
+    frozen: bool
+    """Held in a key or form the webhook never edits."""
+    ingress: bool
+    ready: bool
+    """Its node is Ready and not being deleted, so it answers LanDB's share of the name's requests."""
+
+
+@dataclass(frozen=True)
+class NameStatus:
+    label: str
+    dns_name: str
+    holdings: tuple[Holding, ...]
+    """Sorted by node name, then N."""
+    claimed: bool
+    owners: tuple[str, ...]
+    """The owner ids of its claims; empty when unclaimed, or when no claim is readable."""
+    problems: tuple[str, ...]
+    """What makes it unsafe to hand to external-dns as it is: each needs a human."""
+
+
+@dataclass(frozen=True)
+class KeyQuotaUse:
+    node: str
+    server_id: str
+    server_name: str
+    keys: int
+    quota: int
+
+
+@dataclass(frozen=True)
+class DuplicateIndex:
+    label: str
+    index: int
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FrozenForm:
+    node: str
+    server_id: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    nodes: tuple[NodeStatus, ...]
+    names: tuple[NameStatus, ...]
+    quota: int | None
+    """Metadata keys a server may hold; None when not read."""
+    servers_near_quota: tuple[KeyQuotaUse, ...]
+    nodes_without_server: tuple[str, ...]
+    non_ingress_holdings: tuple[Holding, ...]
+    duplicate_indices: tuple[DuplicateIndex, ...]
+    frozen_forms: tuple[FrozenForm, ...]
+
+    def name(self, label: str) -> NameStatus | None:
+        return next((found for found in self.names if found.label == label), None)
+
+    def attention(self) -> list[str]:
+        """What needs a human, one sentence each; empty when nothing does."""
+        found: list[str] = []
+        if not any(node.ingress for node in self.nodes):
+            found.append("no node matches the ingress selector: no alias can be placed")
+        found += [
+            f"server {use.server_name} (node {use.node}) holds {use.keys} of its {use.quota} metadata keys"
+            for use in self.servers_near_quota
+        ]
+        found += [
+            f"node {node} has no Nova server: its aliases are not seen" for node in self.nodes_without_server
+        ]
+        for node in self.nodes:
+            carried = sorted({h.label for name in self.names for h in name.holdings if h.node == node.name})
+            if carried and (not node.ready or node.deleting):
+                found.append(
+                    f"node {node.name} is {node.health} and still carries {', '.join(carried)}: "
+                    "LanDB sends it a share of their requests"
+                )
+        for name in self.names:
+            found += [f"{name.dns_name}: {problem}" for problem in name.problems]
+        return found
+
+
+def analyse(
+    inventory: Inventory, claims: Iterable[Endpoint], *, domain: str, quota: int | None = None
+) -> ClusterStatus:
+    """The status of every alias LanDB publishes for the cluster's nodes, and what needs a human."""
+    nodes = tuple(
+        NodeStatus(
+            node.name,
+            server.id if (server := inventory.servers.get(node.name)) else None,
+            server.name if server else None,
+            node.is_ingress,
+            node.ready,
+            node.deleting,
+            node.unschedulable,
+        )
+        for node in sorted(inventory.nodes, key=lambda n: n.name)
+    )
+    holdings = _holdings(inventory)
+    owners = _owners_by_name(claims)
+    by_label: dict[str, list[Holding]] = defaultdict(list)
+    for holding in holdings:
+        by_label[holding.label].append(holding)
+    duplicates = tuple(d for label in sorted(by_label) for d in _duplicates(label, by_label[label]))
+    names = tuple(
+        _name_status(label, by_label[label], owners, duplicates, domain) for label in sorted(by_label)
+    )
+    return ClusterStatus(
+        nodes=nodes,
+        names=names,
+        quota=quota,
+        servers_near_quota=_near_quota(inventory, quota),
+        nodes_without_server=tuple(inventory.unresolved_nodes()),
+        non_ingress_holdings=tuple(h for h in holdings if not h.ingress),
+        duplicate_indices=duplicates,
+        frozen_forms=_frozen_forms(inventory),
+    )
+
+
+def read_status(
+    nodes: NodeSource, servers: ServerStore, ownership: OwnershipStore, *, domain: str
+) -> ClusterStatus:
+    """Read the cluster, the cloud and the claims (never writing) and analyse them."""
+    inventory = InventoryReader(nodes, servers, max_age=0).fresh()
+    return analyse(inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items())
+
+
+# -- the parts ---------------------------------------------------------------------------------------
+
+
+def _holdings(inventory: Inventory) -> list[Holding]:
+    found: list[Holding] = []
+    for node in sorted(inventory.nodes, key=lambda n: n.name):
+        server = inventory.servers.get(node.name)
+        if server is None:
+            continue
+        aliases = read_aliases(server.metadata)
+        keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
+        keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
+        serving = node.ready and not node.deleting
+        found += [
+            Holding(token.label, token.index, node.name, server.id, key, frozen, node.is_ingress, serving)
+            for key, frozen, token in keyed
+        ]
+    return sorted(found, key=lambda h: (h.label, h.node, h.index, h.key))
+
+
+def _owners_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str | None]]:
+    owners: dict[str, set[str | None]] = defaultdict(set)
+    for claim in claims:
+        if is_ownership_record(claim):
+            owners[owned_name(claim)].add(owner_of(claim))
+    return owners
+
+
+def _duplicates(label: str, holdings: Sequence[Holding]) -> list[DuplicateIndex]:
+    nodes_by_index: dict[int, set[str]] = defaultdict(set)
+    for holding in holdings:
+        nodes_by_index[holding.index].add(holding.node)
+    return [
+        DuplicateIndex(label, index, tuple(sorted(nodes)))
+        for index, nodes in sorted(nodes_by_index.items())
+        if len(nodes) > 1
+    ]
+
+
+def _name_status(
+    label: str,
+    holdings: Sequence[Holding],
+    owners: Mapping[str, set[str | None]],
+    duplicates: Sequence[DuplicateIndex],
+    domain: str,
+) -> NameStatus:
+    dns_name = dns_name_for(label, domain)
+    problems = [
+        f"carried by {h.node}, which is not an ingress node (N={h.index} in {h.key})"
+        for h in holdings
+        if not h.ingress
+    ]
+    problems += [
+        f"N={d.index} is held by {len(d.nodes)} nodes ({', '.join(d.nodes)}): LanDB needs one N per carrier"
+        for d in duplicates
+        if d.label == label
+    ]
+    indices_by_node: dict[str, list[int]] = defaultdict(list)
+    for holding in holdings:
+        indices_by_node[holding.node].append(holding.index)
+    problems += [
+        f"node {node} holds it {len(indices)} times (N={', '.join(map(str, sorted(indices)))})"
+        for node, indices in sorted(indices_by_node.items())
+        if len(indices) > 1
+    ]
+    named = owners.get(dns_name, set())
+    return NameStatus(
+        label=label,
+        dns_name=dns_name,
+        holdings=tuple(holdings),
+        claimed=bool(named),
+        owners=tuple(sorted(owner for owner in named if owner is not None)),
+        problems=tuple(problems),
+    )
+
+
+def _near_quota(inventory: Inventory, quota: int | None) -> tuple[KeyQuotaUse, ...]:
+    if quota is None:
+        return ()
+    return tuple(
+        KeyQuotaUse(node.name, server.id, server.name, len(server.metadata), quota)
+        for node in sorted(inventory.nodes, key=lambda n: n.name)
+        if (server := inventory.servers.get(node.name)) is not None
+        and len(server.metadata) > QUOTA_WARNING_RATIO * quota
+    )
+
+
+def _frozen_forms(inventory: Inventory) -> tuple[FrozenForm, ...]:
+    return tuple(
+        FrozenForm(node.name, server.id, key, value)
+        for node in sorted(inventory.nodes, key=lambda n: n.name)
+        if (server := inventory.servers.get(node.name)) is not None
+        for key, value in sorted(read_aliases(server.metadata).frozen.items())
+    )

@@ -1,0 +1,205 @@
+"""How ``status`` and ``adopt`` print what they found: a table for people, JSON for scripts.
+
+Only layout lives here; what counts as a problem is decided in ``provider/status.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from landb_webhook.provider.adopt import AdoptionPlan, Decision
+from landb_webhook.provider.status import ClusterStatus, Holding
+
+NONE = "none"
+
+
+def status_json(status: ClusterStatus) -> str:
+    """Every field of the status; ``needs_human`` lists what makes ``status`` exit non-zero."""
+    document: dict[str, Any] = {
+        "names": [
+            {
+                "name": name.dns_name,
+                "label": name.label,
+                "claimed": name.claimed,
+                "owners": list(name.owners),
+                "carriers": [_holding_json(h) for h in name.holdings],
+                "problems": list(name.problems),
+            }
+            for name in status.names
+        ],
+        "nodes": [
+            {
+                "name": node.name,
+                "ingress": node.ingress,
+                "ready": node.ready,
+                "deleting": node.deleting,
+                "unschedulable": node.unschedulable,
+                "server_id": node.server_id,
+                "server_name": node.server_name,
+            }
+            for node in status.nodes
+        ],
+        "metadata_key_quota": status.quota,
+        "servers_over_key_quota": [
+            {
+                "node": use.node,
+                "server_id": use.server_id,
+                "server_name": use.server_name,
+                "keys": use.keys,
+                "quota": use.quota,
+            }
+            for use in status.servers_near_quota
+        ],
+        "nodes_without_server": list(status.nodes_without_server),
+        "aliases_on_non_ingress_nodes": [
+            {"name": _dns_name(status, h), **_holding_json(h)} for h in status.non_ingress_holdings
+        ],
+        "duplicate_indices": [
+            {"name": _name_of(status, d.label), "index": d.index, "nodes": list(d.nodes)}
+            for d in status.duplicate_indices
+        ],
+        "frozen_forms": [
+            {"node": f.node, "server_id": f.server_id, "key": f.key, "value": f.value}
+            for f in status.frozen_forms
+        ],
+        "needs_human": status.attention(),
+    }
+    return json.dumps(document, indent=2)
+
+
+def status_table(status: ClusterStatus) -> str:
+    ingress = sum(1 for node in status.nodes if node.ingress)
+    lines = [
+        *_columns(
+            ("NAME", "CLAIM", "CARRIERS"),
+            [
+                (name.dns_name, _claim_text(name.claimed, name.owners), _carriers_text(name.holdings))
+                for name in status.names
+            ],
+        ),
+        "",
+        f"NODES: {len(status.nodes)}, {ingress} matching the ingress selector",
+        *_columns(
+            ("NODE", "ROLE", "HEALTH", "SERVER"),
+            [
+                (
+                    node.name,
+                    "ingress" if node.ingress else "-",
+                    node.health,
+                    node.server_name or "(no server)",
+                )
+                for node in status.nodes
+            ],
+        ),
+        "",
+        *_section(
+            f"Servers over 80% of their key quota ({status.quota if status.quota is not None else '?'} keys)",
+            [f"{u.server_name} (node {u.node}): {u.keys} keys" for u in status.servers_near_quota],
+        ),
+        *_section("Nodes without a server", status.nodes_without_server),
+        *_section(
+            "Aliases on non-ingress nodes",
+            [
+                f"{_dns_name(status, h)} on {h.node}: N={h.index} in {h.key}"
+                for h in status.non_ingress_holdings
+            ],
+        ),
+        *_section(
+            "Duplicate Ns",
+            [
+                f"{_name_of(status, d.label)} N={d.index} on {', '.join(d.nodes)}"
+                for d in status.duplicate_indices
+            ],
+        ),
+        *_section(
+            "Frozen forms (read, never rewritten)",
+            [f"{f.node} {f.key} = {f.value}" for f in status.frozen_forms],
+        ),
+    ]
+    attention = status.attention()
+    if attention:
+        lines += [f"Needs a human ({len(attention)}):", *(f"  - {item}" for item in attention)]
+    else:
+        lines.append("Nothing needs a human.")
+    return "\n".join(lines)
+
+
+def adoption_text(plan: AdoptionPlan, *, dry_run: bool, stored: int | None = None) -> str:
+    header = f"Adopting existing aliases for owner id {plan.owner_id}"
+    header += " (dry run: nothing is written)" if dry_run else ""
+    lines = [header]
+    lines += _columns(
+        ("", "NAME", "CLAIM", "CARRIERS", ""),
+        [("claim", d.dns_name, _claim_name(d), _carriers_text(d.holdings), d.reason) for d in plan.claims]
+        + [("leave", d.dns_name, "-", _carriers_text(d.holdings), d.reason) for d in plan.left],
+    )
+    verb = "to claim" if dry_run else "claimed"
+    count = len(plan.claims) if stored is None else stored
+    lines.append(f"{count} {verb}, {len(plan.left)} left.")
+    return "\n".join(lines)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _holding_json(holding: Holding) -> dict[str, Any]:
+    return {
+        "node": holding.node,
+        "server_id": holding.server_id,
+        "index": holding.index,
+        "key": holding.key,
+        "frozen": holding.frozen,
+        "ingress": holding.ingress,
+        "ready": holding.ready,
+    }
+
+
+def _name_of(status: ClusterStatus, label: str) -> str:
+    found = status.name(label)
+    return found.dns_name if found is not None else label
+
+
+def _dns_name(status: ClusterStatus, holding: Holding) -> str:
+    return _name_of(status, holding.label)
+
+
+def _claim_text(claimed: bool, owners: Sequence[str]) -> str:
+    if not claimed:
+        return "unclaimed"
+    return "owner " + ", ".join(owners) if owners else "claimed (owner unreadable)"
+
+
+def _claim_name(decision: Decision) -> str:
+    return decision.claim.dns_name if decision.claim is not None else "-"
+
+
+def _carriers_text(holdings: Iterable[Holding]) -> str:
+    parts = []
+    for h in holdings:
+        notes = [
+            note
+            for note, applies in (
+                ("not ingress", not h.ingress),
+                ("not Ready", not h.ready),
+                (h.key, h.frozen),
+            )
+            if applies
+        ]
+        parts.append(f"{h.node} N={h.index}" + (f" ({', '.join(notes)})" if notes else ""))
+    return ", ".join(parts) or "-"
+
+
+def _columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+
+
+def _section(title: str, items: Sequence[str]) -> list[str]:
+    if not items:
+        return [f"{title}: {NONE}"]
+    return [f"{title}:", *(f"  {item}" for item in items)]

@@ -1,0 +1,517 @@
+"""``landb-webhook status`` and ``adopt`` as an operator runs them: the real command line, the real
+kubernetes and openstacksdk clients, the simulator over HTTP. The simulator records every call, so
+"read-only" and "writes nothing" are checked on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from landb_webhook.adapters.kubernetes import api_client_for
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
+from landb_webhook.app import Resources, build_provider
+from landb_webhook.cli import EXIT_CANNOT_START, EXIT_INVALID_SETTINGS, EXIT_NEEDS_A_HUMAN, main
+from landb_webhook.config import Settings
+from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.landb.metadata import read_aliases
+from landb_webhook.logs import reset_logging
+from landb_webhook.metrics import Metrics
+from landb_webhook.provider import ApplyError
+from landb_webhook.provider.core import LandbProvider
+from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+from landb_webhook.simulator.kube_store import NODES
+from support.external_dns import ownership_record, plan
+
+OWNER = "test-cluster"
+OTHER_OWNER = "other-cluster"
+NAMESPACE = "default"
+CONFIGMAP = "landb-webhook-ownership"
+READS = {"GET", "HEAD"}
+
+
+@dataclass
+class World:
+    sim: Simulator
+    config: ClientConfig
+    nodes: list[str]
+    capsys: pytest.CaptureFixture[str]
+
+    def server_id(self, node: str) -> str:
+        return next(s.id for s in self.sim.state.servers() if s.name == node)
+
+    def set_aliases(self, node: str, **keys: str) -> None:
+        """Set ``landb-alias*`` keys by hand, as a person or the landb-alias-controller did."""
+        server_id = self.server_id(node)
+        self.sim.state.set_metadata_direct(server_id, {**self.sim.state.metadata(server_id), **keys})
+
+    def flags(self) -> list[str]:
+        return [
+            f"--os-cloud={self.config.cloud_name}",
+            f"--kubeconfig={self.config.kubeconfig}",
+            f"--ownership-namespace={NAMESPACE}",
+        ]
+
+    def run(self, command: str, *args: str) -> tuple[int, str, str]:
+        """``landb-webhook <command> <args>`` with the simulator's settings: exit code, stdout, stderr."""
+        self.capsys.readouterr()
+        try:
+            code = main([command, *self.flags(), *args])
+        finally:
+            reset_logging()
+        captured = self.capsys.readouterr()
+        return code, captured.out, captured.err
+
+    def aliases(self) -> dict[str, dict[str, int]]:
+        """node -> label -> N, of every ``--load-N-`` alias (a label held twice keeps its last N)."""
+        return {
+            node: {
+                t.label: t.index
+                for t in read_aliases(self.sim.state.metadata(self.server_id(node))).load_tokens()
+            }
+            for node in self.nodes
+        }
+
+    def claims(self) -> dict[str, Endpoint]:
+        """TXT name -> the ownership record stored in the webhook's ConfigMap."""
+        configmap = self.sim.state.configmap(NAMESPACE, CONFIGMAP)
+        records = [decode_record(value) for value in ((configmap or {}).get("data") or {}).values()]
+        return {record.dns_name: record for record in records}
+
+    def store_claims(self, *claims: Endpoint) -> None:
+        api_client = api_client_for(self.config.kubeconfig)
+        try:
+            store = ConfigMapOwnershipStore(client.CoreV1Api(api_client), namespace=NAMESPACE, name=CONFIGMAP)
+            store.apply(list(claims), [])
+        finally:
+            api_client.close()
+
+    def writes(self) -> list[Any]:
+        """Every answered request that could change something, Keystone's token requests aside."""
+        return [
+            call
+            for call in self.sim.state.api_calls()
+            if call.method not in READS and not call.path.endswith("/auth/tokens")
+        ]
+
+
+@pytest.fixture
+def world(
+    simulator: Simulator,
+    sim_clients: ClientConfig,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> World:
+    for name in [name for name in os.environ if name.startswith("LANDB_")]:
+        monkeypatch.delenv(name)
+    nodes = seed_cluster(simulator.state, ingress_nodes=3, workers=1)
+    return World(simulator, sim_clients, nodes, capsys)
+
+
+# -- a seeded messy cluster ---------------------------------------------------------------------------
+
+
+def seed_messy(world: World) -> dict[str, Any]:
+    """Three ingress nodes, a worker, a node without a server, and every kind of trouble status reports."""
+    n0, n1, n2, worker = world.nodes
+    world.set_aliases(
+        n0, **{"landb-alias": "app--load-0-,dup--load-0-", "landb-alias1": "eth0.cern.ch:old--load-7-"}
+    )
+    world.set_aliases(n1, **{"landb-alias": "app--load-1-,dup--load-0-"})
+    world.set_aliases(n2, **{"landb-alias": "app--load-2-", **{f"user-key-{i}": "x" for i in range(3)}})
+    world.set_aliases(worker, **{"landb-alias": "stray--load-3-"})
+    world.sim.state.add_node(
+        "ghost-node",
+        labels={"role": "ingress"},
+        provider_id="openstack:///00000000-0000-4000-8000-000000000000",
+    )
+    world.sim.state.set_quota(12)  # n2 holds 7 CERN keys + landb-alias + 3 of its own = 11 > 80% of 12
+    world.sim.state.set_node_ready(n1, False)
+    world.sim.state.kube.mutate(NODES, None, n2, lambda node: node["spec"].update(unschedulable=True))
+    world.store_claims(
+        ownership_record(Endpoint("app.cern.ch", "A", labels=(("resource", "ingress/default/app"),)), OWNER)
+    )
+    return {"n0": n0, "n1": n1, "n2": n2, "worker": worker}
+
+
+def test_status_json_reports_every_name_and_everything_that_needs_a_human(world: World) -> None:
+    nodes = seed_messy(world)
+    world.sim.state.reset_api_calls()
+
+    code, out, _ = world.run("status", "--output=json")
+
+    assert code == EXIT_NEEDS_A_HUMAN
+    report = json.loads(out)
+    names = {entry["name"]: entry for entry in report["names"]}
+    assert sorted(names) == ["app.cern.ch", "dup.cern.ch", "old.cern.ch", "stray.cern.ch"]
+
+    app = names["app.cern.ch"]
+    assert app["label"] == "app"
+    assert app["claimed"] is True and app["owners"] == [OWNER]
+    assert [
+        (c["node"], c["index"], c["key"], c["frozen"], c["ingress"], c["ready"]) for c in app["carriers"]
+    ] == [
+        (nodes["n0"], 0, "landb-alias", False, True, True),
+        (nodes["n1"], 1, "landb-alias", False, True, False),
+        (nodes["n2"], 2, "landb-alias", False, True, True),
+    ]
+    assert app["carriers"][0]["server_id"] == world.server_id(nodes["n0"])
+    assert app["problems"] == []
+
+    assert names["dup.cern.ch"]["claimed"] is False and names["dup.cern.ch"]["owners"] == []
+    assert [c["node"] for c in names["dup.cern.ch"]["carriers"]] == [nodes["n0"], nodes["n1"]]
+    assert len(names["dup.cern.ch"]["problems"]) == 1 and "N=0" in names["dup.cern.ch"]["problems"][0]
+    old = names["old.cern.ch"]["carriers"]
+    assert [(c["node"], c["index"], c["key"], c["frozen"]) for c in old] == [
+        (nodes["n0"], 7, "landb-alias1", True)
+    ]
+    assert [(c["node"], c["ingress"]) for c in names["stray.cern.ch"]["carriers"]] == [
+        (nodes["worker"], False)
+    ]
+
+    assert report["metadata_key_quota"] == 12
+    assert report["servers_over_key_quota"] == [
+        {
+            "node": nodes["n2"],
+            "server_id": world.server_id(nodes["n2"]),
+            "server_name": nodes["n2"],
+            "keys": 11,
+            "quota": 12,
+        }
+    ]
+    assert report["nodes_without_server"] == ["ghost-node"]
+    assert report["aliases_on_non_ingress_nodes"] == [
+        {
+            "name": "stray.cern.ch",
+            "node": nodes["worker"],
+            "server_id": world.server_id(nodes["worker"]),
+            "index": 3,
+            "key": "landb-alias",
+            "frozen": False,
+            "ingress": False,
+            "ready": True,
+        }
+    ]
+    assert report["duplicate_indices"] == [
+        {"name": "dup.cern.ch", "index": 0, "nodes": [nodes["n0"], nodes["n1"]]}
+    ]
+    assert report["frozen_forms"] == [
+        {
+            "node": nodes["n0"],
+            "server_id": world.server_id(nodes["n0"]),
+            "key": "landb-alias1",
+            "value": "eth0.cern.ch:old--load-7-",
+        }
+    ]
+    nodes_seen = {entry["name"]: entry for entry in report["nodes"]}
+    assert nodes_seen["ghost-node"] == {
+        "name": "ghost-node",
+        "ingress": True,
+        "ready": True,
+        "deleting": False,
+        "unschedulable": False,
+        "server_id": None,
+        "server_name": None,
+    }
+    assert nodes_seen[nodes["worker"]]["ingress"] is False
+    assert (nodes_seen[nodes["n1"]]["ready"], nodes_seen[nodes["n1"]]["unschedulable"]) == (False, False)
+    assert (nodes_seen[nodes["n2"]]["ready"], nodes_seen[nodes["n2"]]["unschedulable"]) == (True, True)
+    needs = report["needs_human"]
+    # quota, the ghost node, the NotReady carrier, the duplicate N, the stray alias; not the frozen form,
+    # not the cordoned node
+    assert len(needs) == 5, needs
+    assert f"node {nodes['n1']} is NotReady and still carries app, dup" in " ".join(needs)
+    assert any(nodes["n2"] in line and "11 of its 12" in line for line in needs)
+    assert any("ghost-node" in line for line in needs)
+    assert any(line.startswith("dup.cern.ch:") for line in needs)
+    assert any(line.startswith("stray.cern.ch:") and nodes["worker"] in line for line in needs)
+    assert world.writes() == [], "status must only read"
+
+
+def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None:
+    nodes = seed_messy(world)
+    world.sim.state.reset_api_calls()
+
+    code, out, _ = world.run("status")
+
+    assert code == EXIT_NEEDS_A_HUMAN
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "CLAIM", "CARRIERS"]
+    row = next(line for line in lines if line.startswith("app.cern.ch "))
+    assert f"owner {OWNER}" in row
+    assert f"{nodes['n0']} N=0, {nodes['n1']} N=1 (not Ready), {nodes['n2']} N=2" in row
+    assert f"{nodes['n0']} N=7 (landb-alias1)" in next(
+        line for line in lines if line.startswith("old.cern.ch ")
+    )
+    assert "unclaimed" in next(line for line in lines if line.startswith("dup.cern.ch "))
+    assert f"{nodes['worker']} N=3 (not ingress)" in next(
+        line for line in lines if line.startswith("stray.cern.ch ")
+    )
+    assert "Servers over 80% of their key quota (12 keys):" in lines
+    assert f"  {nodes['n2']} (node {nodes['n2']}): 11 keys" in lines
+    assert "Nodes without a server:" in lines and "  ghost-node" in lines
+    assert f"  stray.cern.ch on {nodes['worker']}: N=3 in landb-alias" in lines
+    assert f"  dup.cern.ch N=0 on {nodes['n0']}, {nodes['n1']}" in lines
+    assert f"  {nodes['n0']} landb-alias1 = eth0.cern.ch:old--load-7-" in lines
+    assert [line.split()[:3] for line in lines if line.startswith(nodes["n1"] + " ")] == [
+        [nodes["n1"], "ingress", "NotReady"]
+    ]
+    assert [line.split()[:3] for line in lines if line.startswith(nodes["n2"] + " ")] == [
+        [nodes["n2"], "ingress", "Ready,cordoned"]
+    ]
+    assert "Needs a human (5):" in lines
+    assert world.writes() == []
+
+
+def test_status_of_a_tidy_cluster_exits_zero(world: World) -> None:
+    for index, node in enumerate(world.nodes[:3]):
+        world.set_aliases(node, **{"landb-alias": f"app--load-{index}-"})
+
+    code, out, _ = world.run("status")
+
+    assert code == 0
+    assert "Nothing needs a human." in out.splitlines()
+    assert "Aliases on non-ingress nodes: none" in out.splitlines()
+
+
+def test_status_exits_one_when_the_cloud_cannot_be_read(world: World) -> None:
+    world.sim.state.inject_fault(api="nova", times=None)
+
+    code, out, err = world.run("status", "--output=json")
+
+    assert code == EXIT_CANNOT_START
+    assert out == ""
+    assert "status: cannot talk to the cluster or the cloud: nova" in err
+
+
+def test_status_exits_two_on_invalid_settings(world: World) -> None:
+    code, _, err = world.run("status", "--registry=bogus")
+    assert code == EXIT_INVALID_SETTINGS
+    assert "--registry (LANDB_REGISTRY)" in err
+
+
+# -- adopt ---------------------------------------------------------------------------------------------
+
+
+def controller_aliases(world: World) -> dict[str, dict[str, int]]:
+    """What the landb-alias-controller leaves behind: app on every ingress node, web on two of them
+    (the third joined later), and a per-interface value it never wrote."""
+    n0, n1, n2, _ = world.nodes
+    world.set_aliases(n0, **{"landb-alias": "app--load-0-,web--load-0-"})
+    world.set_aliases(n1, **{"landb-alias": "app--load-1-,web--load-1-"})
+    world.set_aliases(n2, **{"landb-alias": "app--load-2-"})
+    return world.aliases()
+
+
+def test_adopt_dry_run_prints_the_claims_and_writes_nothing(world: World) -> None:
+    controller_aliases(world)
+    world.sim.state.reset_api_calls()
+
+    code, out, _ = world.run("adopt", f"--owner-id={OWNER}", "--all-unclaimed", "--dry-run")
+
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"Adopting existing aliases for owner id {OWNER} (dry run: nothing is written)"
+    app = next(line for line in lines if line.split()[:2] == ["claim", "app.cern.ch"])
+    assert "a-app.cern.ch" in app
+    web = next(line for line in lines if line.split()[:2] == ["claim", "web.cern.ch"])
+    assert f"the next loop adds it to {world.nodes[2]}" in web
+    assert lines[-1] == "2 to claim, 0 left."
+    assert world.writes() == []
+    assert world.claims() == {}
+
+
+def test_adopt_writes_the_claims_external_dns_would_write_byte_for_byte(world: World) -> None:
+    before = controller_aliases(world)
+    metadata_before = {s.id: dict(s.metadata) for s in world.sim.state.servers()}
+
+    code, out, _ = world.run("adopt", f"--owner-id={OWNER}", "--names=app,web.cern.ch")
+
+    assert code == 0, out
+    assert out.splitlines()[-1] == "2 claimed, 0 left."
+    claims = world.claims()
+    assert sorted(claims) == ["a-app.cern.ch", "a-web.cern.ch"]
+    app = claims["a-app.cern.ch"]
+    assert app.record_type == "TXT"
+    assert app.targets == (f'"heritage=external-dns,external-dns/owner={OWNER}"',)
+    assert app.labels == (("ownedRecord", "app.cern.ch"),)
+    assert (app.set_identifier, app.record_ttl, app.provider_specific) == ("", 0, ())
+    # Not one metadata write: every alias keeps its N.
+    assert {s.id: dict(s.metadata) for s in world.sim.state.servers()} == metadata_before
+    assert world.aliases() == before
+
+
+def test_adopt_honours_the_txt_prefix_external_dns_uses(world: World) -> None:
+    controller_aliases(world)
+    code, _, _ = world.run(
+        "adopt", f"--owner-id={OWNER}", "--names=app", "--txt-prefix=%{record_type}-owner."
+    )
+    assert code == 0
+    assert sorted(world.claims()) == ["a-owner.app.cern.ch"]
+
+
+def test_adopt_leaves_what_it_cannot_take_safely_and_says_why(world: World) -> None:
+    n0, n1, _, worker = world.nodes
+    world.set_aliases(
+        n0, **{"landb-alias": "mine--load-0-,theirs--load-0-,dup--load-0-,twice--load-0-,twice--load-4-"}
+    )
+    world.set_aliases(n1, **{"landb-alias": "dup--load-0-,stray--load-1-"})
+    world.set_aliases(worker, **{"landb-alias": "stray--load-2-"})
+    world.store_claims(
+        ownership_record(Endpoint("mine.cern.ch", "A", labels=(("resource", "ingress/a/mine"),)), OWNER),
+        ownership_record(
+            Endpoint("theirs.cern.ch", "A", labels=(("resource", "ingress/b/theirs"),)), OTHER_OWNER
+        ),
+    )
+    claims_before = world.claims()
+
+    code, out, _ = world.run("adopt", f"--owner-id={OWNER}", "--names=mine,theirs,dup,twice,stray,absent")
+
+    assert code == 0
+    left = {line.split()[1]: line for line in out.splitlines() if line.startswith("leave ")}
+    assert sorted(left) == [f"{n}.cern.ch" for n in ("absent", "dup", "mine", "stray", "theirs", "twice")]
+    assert "already claimed by this owner" in left["mine.cern.ch"]
+    assert f"already claimed by {OTHER_OWNER}" in left["theirs.cern.ch"]
+    assert f"N=0 is held by 2 nodes ({n0}, {n1})" in left["dup.cern.ch"]
+    assert f"node {n0} holds it 2 times (N=0, 4)" in left["twice.cern.ch"]
+    assert f"carried by {worker}, which is not an ingress node" in left["stray.cern.ch"]
+    assert "no node carries it" in left["absent.cern.ch"]
+    assert out.splitlines()[-1] == "0 claimed, 6 left."
+    assert world.claims() == claims_before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--owner-id=a,b", "--all-unclaimed"], "comma"),
+        (["--owner-id=x", "--names=a.b.cern.ch"], "more than one label"),
+        (["--owner-id=x", "--names=app", "--txt-prefix=p-", "--txt-suffix=-s"], "cannot both be set"),
+        (["--owner-id=x", "--all-unclaimed", "--registry=noop"], "registry noop"),
+        (["--owner-id=x", "--all-unclaimed", "--ownership-store=memory"], "memory ownership store"),
+    ],
+)
+def test_adopt_refuses_bad_arguments_before_reading_anything(
+    world: World, args: list[str], message: str
+) -> None:
+    world.sim.state.reset_api_calls()
+    code, out, err = world.run("adopt", *args)
+    assert code == EXIT_INVALID_SETTINGS
+    assert message in err and out == ""
+    assert world.sim.state.api_calls() == []
+
+
+# -- adoption through external-dns' loop (tests/support/external_dns.py) ------------------------------
+
+
+@pytest.fixture
+def make_provider(world: World) -> Iterator[Callable[..., LandbProvider]]:
+    built: list[Resources] = []
+
+    def make(**overrides: Any) -> LandbProvider:
+        settings = Settings(
+            os_cloud=world.config.cloud_name,
+            kubeconfig=world.config.kubeconfig,
+            ownership_namespace=NAMESPACE,
+            inventory_max_age=0,
+            **overrides,
+        )
+        provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
+        built.append(resources)
+        assert resources.nodes.wait_synced(5)
+        return provider
+
+    yield make
+    for resources in built:
+        resources.close()
+
+
+def desired(*labels: str) -> list[Endpoint]:
+    return [
+        Endpoint(f"{label}.cern.ch", "A", ("192.0.2.1",), labels=(("resource", f"ingress/default/{label}"),))
+        for label in labels
+    ]
+
+
+def loop(provider: LandbProvider, wanted: list[Endpoint]) -> Changes:
+    changes = plan(provider.records(), provider.adjust_endpoints(wanted), owner=OWNER).changes
+    if not changes.is_empty:
+        provider.apply_changes(changes)
+    return changes
+
+
+def assert_no_alias_lost_or_renumbered(world: World, before: dict[str, dict[str, int]]) -> None:
+    """At every metadata state the simulator passed through, each carrier still holds its N."""
+    by_id = {world.server_id(node): node for node in world.nodes}
+    for change in world.sim.state.metadata_history():
+        if change.method == "direct" or change.server_id not in by_id:
+            continue
+        held = {t.label: t.index for t in read_aliases(change.metadata).load_tokens()}
+        for label, index in before[by_id[change.server_id]].items():
+            assert held.get(label) == index, f"{label}--load-{index}- lost at {change}"
+
+
+def test_adopted_names_are_external_dns_own_and_the_second_loop_writes_nothing(
+    world: World, make_provider: Callable[..., LandbProvider]
+) -> None:
+    before = controller_aliases(world)
+    assert world.run("adopt", f"--owner-id={OWNER}", "--all-unclaimed")[0] == 0
+    provider = make_provider()
+
+    first = loop(provider, desired("app", "web"))
+
+    # app was complete: nothing to do. web lacked the third ingress node: one update adds it there.
+    assert [e.dns_name for e in first.create] == []
+    assert [e.dns_name for e in first.update_new if e.record_type == "A"] == ["web.cern.ch"]
+    assert first.delete == ()
+    after = world.aliases()
+    assert after[world.nodes[2]] == {"app": 2, "web": 2}
+    assert_no_alias_lost_or_renumbered(world, before)
+    world.sim.state.reset_api_calls()
+    assert loop(provider, desired("app", "web")).is_empty
+    assert world.writes() == []
+    assert sorted(world.claims()) == ["a-app.cern.ch", "a-web.cern.ch"]
+
+
+def test_adopt_existing_claims_a_desired_unclaimed_alias_through_the_loop(
+    world: World, make_provider: Callable[..., LandbProvider]
+) -> None:
+    before = controller_aliases(world)
+    provider = make_provider(adopt_existing=True)
+
+    first = loop(provider, desired("app"))
+
+    assert sorted((e.dns_name, e.record_type) for e in first.create) == [
+        ("a-app.cern.ch", "TXT"),
+        ("app.cern.ch", "A"),
+    ]
+    assert sorted(world.claims()) == ["a-app.cern.ch"]  # web is not desired: still unclaimed
+    assert world.aliases() == before  # every ingress node already carried app: no write at all
+    assert_no_alias_lost_or_renumbered(world, before)
+    assert loop(provider, desired("app")).is_empty
+    # web, unclaimed and not wanted, is left alone; once wanted it is adopted too, keeping its Ns.
+    second = loop(provider, desired("app", "web"))
+    assert [e.dns_name for e in second.create if e.record_type == "A"] == ["web.cern.ch"]
+    assert world.aliases()[world.nodes[0]]["web"] == 0 and world.aliases()[world.nodes[1]]["web"] == 1
+    assert_no_alias_lost_or_renumbered(world, before)
+    assert loop(provider, desired("app", "web")).is_empty
+
+
+def test_without_adopt_existing_a_create_over_an_unclaimed_alias_is_refused_and_not_claimed(
+    world: World, make_provider: Callable[..., LandbProvider]
+) -> None:
+    before = controller_aliases(world)
+    provider = make_provider()
+    record = provider.adjust_endpoints(desired("app"))[0]
+    claim = ownership_record(record, OWNER)
+
+    with pytest.raises(ApplyError, match="app: no ownership record"):
+        provider.apply_changes(Changes(create=(record, claim)))
+
+    assert world.claims() == {}
+    assert world.aliases() == before
