@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import openstack.config
+import openstack.connection
 import pytest
 from kubernetes import client
 
@@ -53,6 +55,28 @@ def eventually() -> Eventually:
 @pytest.fixture
 def client_config(simulator: Any, tmp_path: Path) -> Any:
     return simulator.write_client_config(tmp_path)
+
+
+LockServer = Callable[..., None]
+
+
+@pytest.fixture
+def lock_server(client_config: Any) -> LockServer:
+    """``lock_server(id)`` / ``lock_server(id, locked=False)``: Nova's lock action as the project's member,
+    through openstacksdk, as an operator locks a server before maintenance."""
+
+    def lock(server_id: str, locked: bool = True, reason: str = "maintenance") -> None:
+        loader = openstack.config.OpenStackConfig(
+            config_files=[str(client_config.clouds_yaml)], load_envvars=False
+        )
+        region = loader.get_one(cloud=client_config.cloud_name)
+        with openstack.connection.Connection(config=region) as conn:
+            if locked:
+                conn.compute.lock_server(server_id, locked_reason=reason)
+            else:
+                conn.compute.unlock_server(server_id)
+
+    return lock
 
 
 @pytest.fixture

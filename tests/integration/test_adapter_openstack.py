@@ -211,10 +211,12 @@ def test_max_metadata_items_reads_the_quota_once(simulator: Any, server_store: A
 # -- failures ----------------------------------------------------------------------------------------
 
 
-def test_a_locked_server_is_a_non_retryable_nova_error_tried_once(simulator: Any, server_store: Any) -> None:
+def test_a_locked_server_is_a_non_retryable_nova_error_tried_once(
+    simulator: Any, server_store: Any, lock_server: Any
+) -> None:
     state = simulator.state
     server = state.add_server("cluster-node-12", LANDB_KEYS)
-    state.set_locked(server, True)
+    lock_server(server)
     state.reset_api_calls()
     with pytest.raises(UpstreamError) as raised:
         server_store.set_metadata(server, {"landb-alias": "app--load-0-"})

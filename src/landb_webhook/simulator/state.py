@@ -171,6 +171,8 @@ class _Server:
     updated: str
     user_id: str
     locked_reason: str | None = None
+    locked_by: str | None = None
+    """``owner`` or ``admin``, as Nova records who locked the server; None when unlocked."""
     task_state: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -254,6 +256,7 @@ class SimulatorState:
                 name=name,
                 metadata=dict(metadata or {}),
                 locked=locked,
+                locked_by="owner" if locked else None,
                 vm_state=vm_state,
                 ip=ip,
                 created=now,
@@ -291,11 +294,49 @@ class SimulatorState:
             server.updated = _timestamp()
             self._record_change(server_id, "direct", None)
 
-    def set_locked(self, server_id: str, locked: bool, reason: str | None = None) -> None:
+    def lock_server(self, caller: Token, server_id: str, reason: str | None = None) -> None:
+        """Nova's lock action: server 404 -> policy 403 (member or admin) -> lock.
+
+        Locking again as the owner changes nothing (the first reason stays), as in Nova; an admin of
+        another project re-locks the server as ``admin``, which its owner then cannot undo.
+        """
         with self._lock:
-            server = self._server(server_id)
-            server.locked = locked
-            server.locked_reason = reason if locked else None
+            server = self._action_target(caller, server_id, "lock")
+            is_owner = caller.project_id == PROJECT_ID
+            if server.locked and is_owner:
+                return
+            server.locked = True
+            server.locked_by = "owner" if is_owner else "admin"
+            server.locked_reason = reason
+
+    def unlock_server(self, caller: Token, server_id: str) -> None:
+        """Nova's unlock action: 404 -> policy 403; a lock set by an admin of another project can only
+        be lifted with ``unlock_override`` (admins). Unlocking an unlocked server is fine."""
+        with self._lock:
+            server = self._action_target(caller, server_id, "unlock")
+            expected = "owner" if caller.project_id == PROJECT_ID else "admin"
+            if server.locked_by not in (None, expected) and not caller.is_admin():
+                raise NovaError(
+                    403,
+                    "forbidden",
+                    "Policy doesn't allow os_compute_api:os-lock-server:unlock:unlock_override "
+                    "to be performed.",
+                )
+            server.locked = False
+            server.locked_by = None
+            server.locked_reason = None
+
+    def _action_target(self, caller: Token, server_id: str, action: str) -> _Server:
+        server = self._servers.get(server_id)
+        if server is None:
+            raise NovaError(404, "itemNotFound", f"Instance {server_id} could not be found.")
+        if not caller.can_write():
+            raise NovaError(
+                403,
+                "forbidden",
+                f"Policy doesn't allow os_compute_api:os-lock-server:{action} to be performed.",
+            )
+        return server
 
     def set_vm_state(self, server_id: str, vm_state: str) -> None:
         _check_vm_state(vm_state)
