@@ -645,6 +645,69 @@ def test_a_delay_makes_the_reply_slower_than_the_client_timeout(
     assert nova.get("/servers").status_code == 200  # the fault was used up by the first call
 
 
+def test_a_reset_drops_the_connection_without_a_reply(simulator: Simulator, nova_http: NovaHttp) -> None:
+    server_id = simulator.state.add_server("node")
+    simulator.state.inject_fault(api="nova", method="POST", path_pattern="/metadata$", reset=True)
+    nova = nova_http()
+
+    with pytest.raises(httpx.TransportError):
+        nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "a"}})
+    assert simulator.state.metadata(server_id) == {}
+    assert nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "a"}}).is_success
+    posts = [call.status for call in simulator.state.api_calls("nova") if call.method == "POST"]
+    assert posts == [0, 200]
+
+
+def test_a_fault_after_processing_lands_the_write_and_loses_the_reply(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    server_id = simulator.state.add_server("node")
+    simulator.state.inject_fault(
+        api="nova", method="POST", path_pattern="/metadata$", reset=True, after_processing=True
+    )
+    simulator.state.inject_fault(
+        api="nova", method="DELETE", path_pattern="/metadata/", status=502, after_processing=True
+    )
+    nova = nova_http()
+
+    with pytest.raises(httpx.TransportError):
+        nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "a"}})
+    assert simulator.state.metadata(server_id) == {"landb-alias": "a"}
+    assert nova.delete(f"/servers/{server_id}/metadata/landb-alias").status_code == 502
+    assert simulator.state.metadata(server_id) == {}
+
+
+def test_a_fault_carries_headers_such_as_retry_after(simulator: Simulator, nova_http: NovaHttp) -> None:
+    simulator.state.inject_fault(api="nova", status=429, headers={"Retry-After": "3"})
+    reply = nova_http().get("/servers")
+    assert (reply.status_code, reply.headers["Retry-After"]) == (429, "3")
+
+
+def test_a_token_expiry_fault_makes_that_request_meet_a_401(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    nova = nova_http()
+    simulator.state.inject_fault(api="nova", method="GET", status=None, expire_tokens=True)
+    assert nova.get("/servers").status_code == 401
+    assert nova.get("/servers").status_code == 401  # the token stays invalid: the client must log in again
+
+
+def test_a_probable_fault_fires_on_a_seeded_fraction_of_requests(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    nova = nova_http()
+
+    def statuses(seed: int) -> list[int]:
+        simulator.state.clear_faults()
+        simulator.state.inject_fault(api="nova", status=503, times=None, probability=0.3, seed=seed)
+        return [nova.get("/servers").status_code for _ in range(40)]
+
+    first = statuses(7)
+    assert set(first) == {200, 503}
+    assert 4 <= first.count(503) <= 20
+    assert statuses(7) == first
+
+
 def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:
     outcome: list[object] = []
     with Simulator() as simulator:

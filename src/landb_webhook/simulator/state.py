@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import random
 import re
 import threading
 import time
@@ -112,12 +113,23 @@ class NovaError(Exception):
 
 @dataclass(frozen=True)
 class FaultAction:
-    """What the HTTP layer does to a request a fault matched: wait ``delay``, then answer ``status``
-    with ``body`` (a default error body when None), or carry on normally when ``status`` is None."""
+    """What the HTTP layer does to a request a fault matched, in this order: wait ``delay``; invalidate
+    every Keystone token if ``expire_tokens``; let the API handle the request first (its reply is lost)
+    if ``after_processing``; then drop the connection without a reply if ``reset``, else answer
+    ``status`` with ``body`` (a default error body when None) and ``headers``. With neither ``reset``
+    nor ``status`` the request carries on normally."""
 
     status: int | None
     delay: float
     body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+    reset: bool = False
+    after_processing: bool = False
+    expire_tokens: bool = False
+
+    @property
+    def replaces_reply(self) -> bool:
+        return self.reset or self.status is not None
 
 
 @dataclass
@@ -129,6 +141,9 @@ class _Fault:
     action: FaultAction
     remaining: int | None
     """Uses left; None means forever. A fault is dropped when this reaches 0."""
+    probability: float = 1.0
+    chance: random.Random | None = None
+    """Decides, request by request, whether a fault with ``probability`` < 1 fires (seeded)."""
 
     def matches(self, api: str, method: str, path: str) -> bool:
         return (
@@ -136,6 +151,9 @@ class _Fault:
             and (self.method is None or self.method == method.upper())
             and (self.path_pattern is None or self.path_pattern.search(path) is not None)
         )
+
+    def fires(self) -> bool:
+        return self.chance is None or self.chance.random() < self.probability
 
 
 class FaultHandle:
@@ -457,23 +475,50 @@ class SimulatorState:
         times: int | None = 1,
         delay: float = 0.0,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        reset: bool = False,
+        after_processing: bool = False,
+        expire_tokens: bool = False,
+        probability: float = 1.0,
+        seed: int | None = None,
     ) -> FaultHandle:
         """Make the next ``times`` matching requests (None: all of them) wait ``delay`` seconds and then
-        fail with ``status`` (and ``body``, else the API's usual error body). ``status=None`` only delays.
+        fail with ``status`` (and ``body``, else the API's usual error body, and ``headers`` such as
+        ``Retry-After``). ``status=None`` only delays. ``reset`` drops the connection instead of
+        answering (the client sees a connection reset); ``after_processing`` lets the request take effect
+        before its reply is replaced (a write that lands but whose answer is lost); ``expire_tokens``
+        invalidates every Keystone token first (the request itself then meets a 401).
+        ``probability`` < 1 fires the fault on that fraction of the matching requests only, decided by
+        a random generator seeded with ``seed``; the others pass untouched and use up nothing.
         ``path_pattern`` is a regular expression searched in the request path. Faults are tried in the
-        order they were injected; the first that matches is used."""
+        order they were injected; the first that fires is used."""
         if times is not None and times < 1:
             raise ValueError("times must be positive or None")
         if delay < 0:
             raise ValueError("delay must not be negative")
+        if not 0 < probability <= 1:
+            raise ValueError("probability must be in (0, 1]")
+        if after_processing and not (reset or status is not None):
+            raise ValueError("after_processing needs a status or a reset to replace the reply with")
+        action = FaultAction(
+            status=None if reset else status,
+            delay=delay,
+            body=body,
+            headers=dict(headers or {}),
+            reset=reset,
+            after_processing=after_processing,
+            expire_tokens=expire_tokens,
+        )
         with self._lock:
             fault = _Fault(
                 id=next(self._fault_ids),
                 api=api,
                 method=method.upper() if method else None,
                 path_pattern=re.compile(path_pattern) if path_pattern is not None else None,
-                action=FaultAction(status, delay, body),
+                action=action,
                 remaining=times,
+                probability=probability,
+                chance=random.Random(seed) if probability < 1 else None,  # noqa: S311 (seeded on purpose)
             )
             self._faults.append(fault)
             return FaultHandle(self, fault.id)
@@ -486,7 +531,7 @@ class SimulatorState:
         """Consume one use of the first fault matching this request, if any."""
         with self._lock:
             for fault in self._faults:
-                if fault.matches(api, method, path):
+                if fault.matches(api, method, path) and fault.fires():
                     if fault.remaining is not None:
                         fault.remaining -= 1
                     self._fault_hits[fault.id] = self._fault_hits.get(fault.id, 0) + 1
