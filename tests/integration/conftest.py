@@ -23,6 +23,7 @@ from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
 from support.kube_apiserver import KubeApiServer
+from support.fake_time import FakeTime
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
@@ -84,7 +85,9 @@ def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackSer
     stores: list[OpenStackServerStore] = []
 
     def make(**options: Any) -> OpenStackServerStore:
-        options = {"timeout": 3.0, "retry_backoff": 0.01, **options}
+        """Backoff sleeps are virtual unless the test passes its own ``clock`` and ``sleep``."""
+        fake = FakeTime()
+        options = {"timeout": 3.0, "clock": fake.monotonic, "sleep": fake.sleep, **options}
         store = OpenStackServerStore(
             client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, **options
         )

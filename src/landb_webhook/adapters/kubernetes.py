@@ -229,6 +229,7 @@ class KubernetesNodeSource:
             ingress_pod_namespace=settings.ingress_pod_namespace,
             request_timeout=settings.upstream_timeout,
             wall_clock=wall_clock,
+            max_staleness=settings.node_cache_max_age,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
