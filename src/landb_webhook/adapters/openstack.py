@@ -64,6 +64,7 @@ _SERVER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
 _NAME_FILTER_OVERHEAD = len(quote_plus("^()$"))
 _NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
 _MAX_REASON_LENGTH = 300
+_HTTP_UNAUTHORIZED = 401
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_REQUEST_TIMEOUT = 408
 
@@ -112,7 +113,10 @@ class OpenStackServerStore:
         self._max_metadata_items: tuple[int, float] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, clouds_yaml: Path | None = None) -> OpenStackServerStore:
+    def from_settings(
+        cls, settings: Settings, clouds_yaml: Path | None = None, **injected: Any
+    ) -> OpenStackServerStore:
+        """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
         return cls(
             settings.os_cloud,
             timeout=settings.upstream_timeout,
@@ -122,6 +126,7 @@ class OpenStackServerStore:
                 transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
             ),
             budget=settings.request_timeout,
+            **injected,
         )
 
     def close(self) -> None:
@@ -311,6 +316,11 @@ def _failure_of(error: UpstreamError) -> tuple[Failure, float | None]:
     headers = getattr(response, "headers", None) or {}
     retry_after = parse_retry_after(headers.get("Retry-After"))
     status = _status_of(cause)
+    if status == _HTTP_UNAUTHORIZED and error.upstream == NOVA:
+        # Nova refused the token even after keystoneauth's one re-authentication: with parallel
+        # writers, one thread's re-authentication can void the token another just fetched. A new
+        # attempt logs in afresh; refused credentials fail at Keystone, where a 401 is final.
+        return Failure.TRANSIENT, retry_after
     if status is not None:
         return failure_of_status(status), retry_after
     return (Failure.TRANSIENT if error.retryable else Failure.FINAL), retry_after

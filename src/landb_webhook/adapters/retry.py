@@ -1,13 +1,13 @@
 """Whether a failed OpenStack call is tried again, and after how long: the one retry policy.
 
-- *Transient* failures (5xx, 429, 408, connection failures and resets, timeouts, Keystone unavailable)
-  get up to ``transient_retries`` more attempts, with exponential backoff from ``base_delay``, capped at
-  ``max_delay``.
+- *Transient* failures (5xx, 429, 408, connection failures and resets, timeouts, Keystone unavailable,
+  and a token Nova refused although keystoneauth re-authenticated once: parallel writers' renewals
+  can void each other's tokens) get up to ``transient_retries`` more attempts, with exponential
+  backoff from ``base_delay``, capped at ``max_delay``.
 - *Conflicts* (409: a locked server, a vm_state that refuses metadata) get up to ``conflict_retries``
   more attempts from ``conflict_delay``, since a lock or a state change does not clear in milliseconds;
   after that the write is reported for its server and the next loop tries again.
-- Anything else (400 schema, 403 policy or quota, 404, a 401 that survived keystoneauth's own
-  re-authentication) is final at once.
+- Anything else (400 schema, 403 policy or quota, 404, credentials Keystone refuses) is final at once.
 - Each delay is jittered into [1/2, 1] of its value by an injectable random source, so that replicas
   and parallel writers do not retry in step; a ``Retry-After`` header (seconds or an HTTP date) is
   honoured as the least delay.
