@@ -46,6 +46,7 @@ class Stack:
     provider: LandbProvider
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
+    ownership: ConfigMapOwnershipStore
     metrics: Metrics
     settings: Settings
 
@@ -83,7 +84,7 @@ def build_stack(
     if not nodes.wait_synced(10):
         nodes.stop()
         raise TimeoutError("the node cache did not sync")
-    return Stack(provider, nodes, servers, metrics, settings)
+    return Stack(provider, nodes, servers, ownership, metrics, settings)
 
 
 @contextlib.contextmanager
