@@ -28,13 +28,14 @@ from typing import Any
 import pytest
 
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.landb.metadata import is_alias_key, read_aliases
+from landb_webhook.landb.metadata import is_alias_key
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.state import SimulatorState
 from support.external_dns import plan
 from support.fake_time import FakeTime
+from support.history import assert_never_without_carrier, carriers
 from support.landb_stack import Stack, build_stack
 
 SEEDS = int(os.environ.get("LANDB_FAULT_SEEDS", "50"))
@@ -110,14 +111,6 @@ def set_ingress(fleet: Fleet, ingress: set[str]) -> None:
         if time.monotonic() > deadline:
             pytest.fail("the node cache did not see the new ingress set")
         time.sleep(0.005)
-
-
-def carriers(metadata_by_server: dict[str, dict[str, str]]) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for server_id, metadata in metadata_by_server.items():
-        for token in read_aliases(metadata).load_tokens():
-            found.setdefault(token.label, set()).add(server_id)
-    return found
 
 
 def inject_random_faults(state: SimulatorState, rng: random.Random) -> list[str]:
@@ -202,14 +195,11 @@ def test_no_alias_loses_its_last_carrier_and_nothing_foreign_changes_under_rando
     context = f"seed {seed}: faults {faults}, loops {outcomes}"
     current = {s: state.metadata(s) for s in servers}
     after = carriers(current)
-    kept = before.keys() & after.keys()
     history = state.metadata_history()[first_change:]
-    replay = {s: dict(m) for s, m in _metadata_before(state, first_change, servers).items()}
+    assert_never_without_carrier(
+        _metadata_before(state, first_change, servers), history, before.keys() & after.keys(), context
+    )
     for change in history:
-        replay[change.server_id] = change.metadata
-        alive = carriers(replay)
-        for label in kept:
-            assert alive.get(label), f"{context}: {label} had no carrier after change {change.seq}"
         metadata = change.metadata
         assert {k: v for k, v in metadata.items() if not is_alias_key(k)} == fleet.foreign[
             change.server_id
