@@ -46,9 +46,10 @@ class Settings(BaseSettings):
     )
     node_cache_max_age: float = Field(
         300.0,
-        gt=0,
+        ge=60,
         description="Seconds the node cache may go without a successful list or watch of the "
-        "Kubernetes API; past that, Records and ApplyChanges answer 503 rather than use it.",
+        "Kubernetes API; past that, Records and ApplyChanges answer 503 rather than use it. At least "
+        "one watch period (60 s): a quiet, healthy cluster refreshes it only that often.",
     )
     exclude_label: str = Field(
         "node.kubernetes.io/exclude-from-external-load-balancers",

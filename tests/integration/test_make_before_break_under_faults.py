@@ -32,7 +32,7 @@ from landb_webhook.landb.metadata import is_alias_key
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.state import SimulatorState
+from landb_webhook.simulator.state import FaultHandle, SimulatorState
 from support.external_dns import plan
 from support.fake_time import FakeTime
 from support.history import assert_never_without_carrier, carriers
@@ -49,6 +49,15 @@ SERVER_SEARCH = r"/servers/detail$"
 
 
 @dataclass
+class Tally:
+    """What the random faults did over all seeds, printed at the end (``pytest -s``) for the record."""
+
+    seeds: int = 0
+    fired: int = 0
+    loops_503: int = 0
+
+
+@dataclass
 class Fleet:
     sim: Simulator
     stack: Stack
@@ -57,6 +66,7 @@ class Fleet:
     """node name -> server id"""
     foreign: dict[str, dict[str, str]]
     """server id -> the keys other than landb-alias* it started with"""
+    tally: Tally
 
     @property
     def state(self) -> SimulatorState:
@@ -71,10 +81,15 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         ids = {server.name: server.id for server in sim.state.servers()}
         foreign = {server.id: dict(server.metadata) for server in sim.state.servers()}
         stack = build_stack(config, FakeTime(), write_concurrency=3, inventory_max_age=30)
+        tally = Tally()
         try:
-            yield Fleet(sim, stack, nodes, ids, foreign)
+            yield Fleet(sim, stack, nodes, ids, foreign, tally)
         finally:
             stack.close()
+            print(
+                f"\nrandom faults: {tally.seeds} seeds, {tally.fired} faults fired, "
+                f"{tally.loops_503} loops answered 503, nothing lost"
+            )
 
 
 def desired(labels: set[str]) -> list[Endpoint]:
@@ -113,7 +128,7 @@ def set_ingress(fleet: Fleet, ingress: set[str]) -> None:
         time.sleep(0.005)
 
 
-def inject_random_faults(state: SimulatorState, rng: random.Random) -> list[str]:
+def inject_random_faults(state: SimulatorState, rng: random.Random) -> tuple[list[str], list[FaultHandle]]:
     """A few fault kinds, each firing on a seeded fraction of the matching Nova calls."""
     kinds: dict[str, dict[str, Any]] = {
         "503": {"status": 503},
@@ -125,8 +140,9 @@ def inject_random_faults(state: SimulatorState, rng: random.Random) -> list[str]
         "502 after the write": {"status": 502, "after_processing": True},
     }
     chosen = rng.sample(sorted(kinds), k=rng.randint(2, 4))
+    handles: list[FaultHandle] = []
     for name in chosen:
-        state.inject_fault(
+        handle = state.inject_fault(
             api="nova",
             path_pattern=METADATA_WRITE,
             times=None,
@@ -134,7 +150,8 @@ def inject_random_faults(state: SimulatorState, rng: random.Random) -> list[str]
             seed=rng.getrandbits(32),
             **kinds[name],
         )
-    state.inject_fault(
+        handles.append(handle)
+    search = state.inject_fault(
         api="nova",
         path_pattern=SERVER_SEARCH,
         status=503,
@@ -142,7 +159,7 @@ def inject_random_faults(state: SimulatorState, rng: random.Random) -> list[str]
         probability=0.1,
         seed=rng.getrandbits(32),
     )
-    return chosen
+    return chosen, [*handles, search]
 
 
 def reset_fleet(fleet: Fleet, rng: random.Random) -> tuple[str, str]:
@@ -181,7 +198,7 @@ def test_no_alias_loses_its_last_carrier_and_nothing_foreign_changes_under_rando
     before = carriers({s: state.metadata(s) for s in servers})
     first_change = len(state.metadata_history())
 
-    faults = inject_random_faults(state, rng)
+    faults, handles = inject_random_faults(state, rng)
     set_ingress(fleet, ingress_after)
     outcomes = []
     for _ in range(FAULTY_LOOPS):
@@ -189,6 +206,9 @@ def test_no_alias_loses_its_last_carrier_and_nothing_foreign_changes_under_rando
             outcomes.append("settled" if loop(fleet, wanted_after) else "applied")
         except (ApplyError, UpstreamError) as error:  # the webhook's 503
             outcomes.append(f"503 {type(error).__name__}")
+    fleet.tally.fired += sum(handle.hits for handle in handles)
+    fleet.tally.loops_503 += sum(outcome.startswith("503") for outcome in outcomes)
+    fleet.tally.seeds += 1
     state.clear_faults()
     converge(fleet, wanted_after)
 
