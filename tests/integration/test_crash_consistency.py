@@ -299,6 +299,7 @@ def test_sigkill_during_an_apply_loses_nothing_and_the_next_process_converges_to
     by_id = {server_id: before[name] for server_id, name in servers.items()}
     kept = carriers(before).keys() & carriers(after.metadata).keys()
     assert_never_without_carrier(by_id, state.metadata_history()[history_start:], kept, context)
+    print(f"\n{context} ({outcome[0] if outcome else 'no outcome'}): converged to the uninterrupted state")
 
 
 def _loop_until_cut(client: httpx.Client) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -132,6 +132,10 @@ def build_app(state: SimulatorState, lifecycle: Lifecycle) -> ASGIApp:
         return error_response(api, status, "The resource could not be found." if status == 404 else str(exc))
 
     async def crashed(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, ClientDisconnect):
+            # The client went away (a killed process) before its request was read: nothing happened.
+            log.debug("simulator: client gone before %s %s was read", request.method, request.url.path)
+            return Response(status_code=499)
         log.exception("simulator handler failed for %s %s", request.method, request.url.path)
         return error_response(
             api_of(request.url.path), 500, f"Unexpected simulator error: {type(exc).__name__}"
