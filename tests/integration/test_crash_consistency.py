@@ -281,7 +281,11 @@ def test_sigkill_during_an_apply_loses_nothing_and_the_next_process_converges_to
             serve.kill()
             applying.join(30)
             slow.cancel()
-        # The write in flight when the process died still lands: the simulator finishes what it got.
+        # A write in flight when the process died may still land: let the simulator finish it first.
+        deadline = time.monotonic() + 10
+        while state.in_flight("nova"):
+            assert time.monotonic() < deadline, "the simulator never finished the writes in flight"
+            time.sleep(0.01)
         serve.start()
         with httpx.Client(base_url=serve.url, timeout=20) as client:
             converge(client, WANTED_AFTER)

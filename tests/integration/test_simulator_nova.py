@@ -708,6 +708,18 @@ def test_a_probable_fault_fires_on_a_seeded_fraction_of_requests(
     assert statuses(7) == first
 
 
+def test_requests_in_flight_are_counted_until_answered(simulator: Simulator, nova_http: NovaHttp) -> None:
+    nova = nova_http()
+    fault = simulator.state.inject_fault(api="nova", method="GET", status=None, delay=0.5)
+    caller = threading.Thread(target=lambda: nova.get("/servers"))
+    caller.start()
+    wait_until(lambda: fault.hits == 1, what="the request to reach the delay")
+    assert simulator.state.in_flight("nova") == 1
+    caller.join(10)
+    assert simulator.state.in_flight("nova") == 0
+    assert simulator.state.in_flight("keystone") == 0
+
+
 def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:
     outcome: list[object] = []
     with Simulator() as simulator:

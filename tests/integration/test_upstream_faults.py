@@ -176,7 +176,7 @@ def test_no_retry_starts_that_could_not_finish_before_the_reply_deadline(
     fault = state.inject_fault(
         api="nova", method="POST", path_pattern=METADATA_POST, status=None, delay=30, times=None
     )
-    deadline = fake_time.monotonic() + 2.0
+    deadline = fake_time.monotonic() + 5.0
     with answering_by(deadline), pytest.raises(UpstreamError) as raised:
         slow.set_metadata(server, ALIAS)
     assert "timed out" in raised.value.reason
@@ -200,13 +200,13 @@ def test_retry_after_is_honoured_as_the_least_delay(
 
 
 def test_retry_after_as_an_http_date(simulator: Any, store: Any, server: str, fake_time: FakeTime) -> None:
-    later = format_datetime(datetime.now(UTC) + timedelta(seconds=4), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=6), usegmt=True)
     simulator.state.inject_fault(
         api="nova", method="POST", path_pattern=METADATA_POST, status=429, headers={"Retry-After": later}
     )
     store.set_metadata(server, ALIAS)
     (delay,) = fake_time.delays
-    assert 2.0 <= delay <= 4.0
+    assert 3.0 <= delay <= 6.0  # whole seconds in the header, and the time the first call took
 
 
 def test_a_retry_after_past_the_deadline_is_not_waited_for(

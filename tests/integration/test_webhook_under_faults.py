@@ -156,7 +156,7 @@ FAULTS: dict[str, Fault] = {
     "nova 429": nova_lasting(429, headers={"Retry-After": "1"}),
     "nova resets every connection": nova_lasting(503, reset=True),
     "nova loses every write's reply": metadata_writes(reset=True, after_processing=True),
-    "nova answers writes slower than the call timeout": metadata_writes(status=None, delay=5),
+    "nova answers writes slower than the call timeout": metadata_writes(status=None, delay=1.5),
     "nova refuses writes with 400": metadata_writes(status=400),
     "nova refuses writes with 403": metadata_writes(status=403),
     "a locked server": locked_server,
@@ -180,6 +180,7 @@ def test_external_dns_only_ever_sees_200_204_or_503_and_the_next_loops_converge(
         assert 503 in loop.statuses or loop.succeeded
 
     harness.state.clear_faults()
+    _wait_for(lambda: harness.state.in_flight("nova") == 0, "delayed Nova requests to be answered")
     if lift is not None:
         lift()
     _wait_for_fresh_node_cache(harness)  # it refreshes itself once the Kubernetes API answers again
@@ -228,13 +229,21 @@ def _ingress(harness: Harness) -> set[str]:
     return {server.name for server in harness.state.servers() if server.id in ids}
 
 
-def _wait_for_fresh_node_cache(harness: Harness, timeout: float = 10.0) -> None:
+def _wait_for_fresh_node_cache(harness: Harness) -> None:
+    _wait_for(lambda: _answers(harness), "the node cache to refresh after the Kubernetes outage")
+
+
+def _answers(harness: Harness) -> bool:
+    try:
+        harness.stack.nodes.nodes()
+    except UpstreamError:
+        return False
+    return True
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            harness.stack.nodes.nodes()
-            return
-        except UpstreamError:
-            if time.monotonic() > deadline:
-                pytest.fail("the node cache did not refresh after the Kubernetes outage")
-            time.sleep(0.02)
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -90,10 +90,17 @@ class FrontDoor:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        api = api_of(scope["path"])
+        self.state.request_started(api)
+        try:
+            await self._serve(scope, receive, send, api)
+        finally:
+            self.state.request_ended(api)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, api: str) -> None:
         path: str = scope["path"]
         method: str = scope["method"]
         query = scope.get("query_string", b"").decode("latin-1")
-        api = api_of(path)
 
         async def recording_send(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -227,6 +227,7 @@ class SimulatorState:
         self._history: list[MetadataChange] = []
         self._seq = itertools.count(1)
         self._calls: deque[ApiCall] = deque(maxlen=MAX_RECORDED_CALLS)
+        self._in_flight: dict[str, int] = {}
         self._faults: list[_Fault] = []
         self._fault_hits: dict[int, int] = {}
         self._fault_ids = itertools.count(1)
@@ -453,6 +454,19 @@ class SimulatorState:
     def record_call(self, call: ApiCall) -> None:
         with self._lock:
             self._calls.append(call)
+
+    def request_started(self, api: str) -> None:
+        with self._lock:
+            self._in_flight[api] = self._in_flight.get(api, 0) + 1
+
+    def request_ended(self, api: str) -> None:
+        with self._lock:
+            self._in_flight[api] -= 1
+
+    def in_flight(self, api: str) -> int:
+        """Requests to ``api`` received and not yet answered (a delayed write still to land, a watch)."""
+        with self._lock:
+            return self._in_flight.get(api, 0)
 
     def api_calls(self, api: str | None = None) -> list[ApiCall]:
         """Every answered request (optionally of one API), oldest first."""
