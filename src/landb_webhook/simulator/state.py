@@ -313,6 +313,15 @@ class SimulatorState:
             server.updated = _timestamp()
             self._record_change(server_id, "direct", None)
 
+    def set_locked(self, server_id: str, locked: bool, reason: str | None = None) -> None:
+        """Seeding only, like ``add_server(locked=True)``: lock as the owner would, without a request.
+        Tests of the webhook lock through Nova's API (``lock_server`` / ``openstack server lock``)."""
+        with self._lock:
+            server = self._server(server_id)
+            server.locked = locked
+            server.locked_by = "owner" if locked else None
+            server.locked_reason = reason if locked else None
+
     def lock_server(self, caller: Token, server_id: str, reason: str | None = None) -> None:
         """Nova's lock action: server 404 -> policy 403 (member or admin) -> lock.
 
