@@ -19,7 +19,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.ports import UpstreamError
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.state import SimulatorState
+from landb_webhook.simulator.state import FaultHandle, SimulatorState
 from support.external_dns import HttpLoop, loop_over_http
 from support.fake_time import FakeTime
 from support.landb_stack import Stack, build_stack, serving_api
@@ -141,8 +141,16 @@ def keystone_down(h: Harness) -> None:
 NODES = "^/api/v1/nodes"
 
 
+def node_watch_down(h: Harness) -> FaultHandle:
+    """Fail every node list and watch; returns once the watch running before has ended and the next
+    request met the fault, so that no successful contact can refresh the cache any more."""
+    outage = h.state.inject_fault(api="kubernetes", path_pattern=NODES, status=503, times=None)
+    _wait_for(lambda: outage.hits >= 1, "the node watch to meet the outage")
+    return outage
+
+
 def node_watch_down_for_too_long(h: Harness) -> None:
-    h.state.inject_fault(api="kubernetes", path_pattern=NODES, status=503, times=None)
+    node_watch_down(h)
     h.node_clock.now += h.stack.settings.node_cache_max_age + 1
 
 
@@ -210,7 +218,7 @@ def test_records_answers_from_a_recent_node_cache_while_nodes_cannot_be_listed_a
     """The node watch failing (the nodes API down, its RBAC revoked) leaves the cache aging; a full
     Kubernetes outage is a 503 at once anyway, since the ownership records live in a ConfigMap."""
     harness.converge("app")
-    outage = harness.state.inject_fault(api="kubernetes", path_pattern=NODES, status=503, times=None)
+    outage = node_watch_down(harness)
     harness.node_clock.now += harness.stack.settings.node_cache_max_age - 1
     assert harness.loop("app").statuses == [200, 200]  # converged: nothing to apply
 
