@@ -28,6 +28,10 @@ POLICY = RetryPolicy(
     transient_retries=4, conflict_retries=2, base_delay=0.2, conflict_delay=0.5, max_delay=2.0
 )
 
+BUDGET = 60.0
+"""Seconds an operation may take outside a reply deadline: ample, so that only the retry budget ends the
+retries in these tests, however slow the machine (the deadline tests set their own)."""
+
 MakeStore = Callable[..., OpenStackServerStore]
 
 
@@ -40,7 +44,11 @@ def fake_time() -> FakeTime:
 def store(make_server_store: MakeStore, fake_time: FakeTime) -> OpenStackServerStore:
     """A store with the default policy, virtual sleeps, seeded jitter, authenticated already."""
     made = make_server_store(
-        retry=POLICY, clock=fake_time.monotonic, sleep=fake_time.sleep, chance=random.Random(8)
+        retry=POLICY,
+        budget=BUDGET,
+        clock=fake_time.monotonic,
+        sleep=fake_time.sleep,
+        chance=random.Random(8),
     )
     made.max_metadata_items()  # authenticated and discovered: only the call under test remains
     return made
@@ -315,7 +323,7 @@ def test_keystone_unavailable_is_retried_and_reported_as_keystone(
     simulator: Any, make_server_store: MakeStore, server: str, fake_time: FakeTime
 ) -> None:
     state = simulator.state
-    fresh = make_server_store(retry=POLICY, clock=fake_time.monotonic, sleep=fake_time.sleep)
+    fresh = make_server_store(retry=POLICY, budget=BUDGET, clock=fake_time.monotonic, sleep=fake_time.sleep)
     state.inject_fault(api="keystone", method="POST", path_pattern="/auth/tokens$", status=503, times=None)
     with pytest.raises(UpstreamError) as raised:
         fresh.set_metadata(server, ALIAS)
