@@ -22,8 +22,8 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
-from support.kube_apiserver import KubeApiServer
 from support.fake_time import FakeTime
+from support.kube_apiserver import KubeApiServer
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
