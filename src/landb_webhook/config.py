@@ -66,6 +66,13 @@ class Settings(BaseSettings):
         description="Label selector of the nodes that carry the aliases; several separated by `;` "
         "match when any does (`role=ingress;node-role.kubernetes.io/ingress`).",
     )
+    node_cache_max_age: float = Field(
+        300.0,
+        ge=60,
+        description="Seconds the node cache may go without a successful list or watch of the "
+        "Kubernetes API; past that, Records and ApplyChanges answer 503 rather than use it. At least "
+        "one watch period (60 s): a quiet, healthy cluster refreshes it only that often.",
+    )
     exclude_label: str = Field(
         "node.kubernetes.io/exclude-from-external-load-balancers",
         description="Nodes with this label never carry aliases, even if they match the selector.",
@@ -100,6 +107,20 @@ class Settings(BaseSettings):
     )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."
+    )
+    upstream_retries: int = Field(
+        4,
+        ge=0,
+        le=10,
+        description="Retries of an OpenStack call after a 5xx, 429, connection failure or timeout "
+        "(jittered exponential backoff, Retry-After honoured, never past the request deadline).",
+    )
+    conflict_retries: int = Field(
+        2,
+        ge=0,
+        le=5,
+        description="Retries of a metadata write Nova refused with 409 (locked server, vm_state) "
+        "before it is reported for that server.",
     )
     write_concurrency: int = Field(4, ge=1, le=32, description="Servers written to at the same time.")
     inventory_max_age: float = Field(

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import openstack.config
+import openstack.connection
 import pytest
 from kubernetes import client
 
@@ -20,6 +22,7 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
+from support.fake_time import FakeTime
 from support.kube_apiserver import KubeApiServer
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -55,12 +58,36 @@ def client_config(simulator: Any, tmp_path: Path) -> Any:
     return simulator.write_client_config(tmp_path)
 
 
+LockServer = Callable[..., None]
+
+
+@pytest.fixture
+def lock_server(client_config: Any) -> LockServer:
+    """``lock_server(id)`` / ``lock_server(id, locked=False)``: Nova's lock action as the project's member,
+    through openstacksdk, as an operator locks a server before maintenance."""
+
+    def lock(server_id: str, locked: bool = True, reason: str = "maintenance") -> None:
+        loader = openstack.config.OpenStackConfig(
+            config_files=[str(client_config.clouds_yaml)], load_envvars=False
+        )
+        region = loader.get_one(cloud=client_config.cloud_name)
+        with openstack.connection.Connection(config=region) as conn:
+            if locked:
+                conn.compute.lock_server(server_id, locked_reason=reason)
+            else:
+                conn.compute.unlock_server(server_id)
+
+    return lock
+
+
 @pytest.fixture
 def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackServerStore]]:
     stores: list[OpenStackServerStore] = []
 
     def make(**options: Any) -> OpenStackServerStore:
-        options = {"timeout": 3.0, "retry_backoff": 0.01, **options}
+        """Backoff sleeps are virtual unless the test passes its own ``clock`` and ``sleep``."""
+        fake = FakeTime()
+        options = {"timeout": 3.0, "clock": fake.monotonic, "sleep": fake.sleep, **options}
         store = OpenStackServerStore(
             client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, **options
         )

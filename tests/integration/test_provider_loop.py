@@ -39,6 +39,7 @@ class Cluster:
     metrics: Metrics
     nodes: list[str]
     eventually: Eventually
+    lock_server: Callable[..., None]
     desired: list[Endpoint] = field(default_factory=list)
 
     def server_id(self, node: str) -> str:
@@ -73,6 +74,10 @@ class Cluster:
                 return
         pytest.fail("the loop did not settle in three rounds")
 
+    def lock(self, node: str, locked: bool = True) -> None:
+        """Lock (or unlock) the node's server as an operator does: Nova's lock action, as the owner."""
+        self.lock_server(self.server_id(node), locked)
+
     def aliases(self, node: str) -> dict[str, int]:
         found = read_aliases(self.sim.state.metadata(self.server_id(node)))
         return {t.label: t.index for t in found.load_tokens()}
@@ -99,7 +104,9 @@ def settings_for(config: ClientConfig, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-def make_cluster(simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually) -> Iterator[Any]:
+def make_cluster(
+    simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually, lock_server: Any
+) -> Iterator[Any]:
     built: list[Resources] = []
 
     def make(ingress_nodes: int = 3, workers: int = 1, **overrides: Any) -> Cluster:
@@ -108,7 +115,7 @@ def make_cluster(simulator: Simulator, sim_clients: ClientConfig, eventually: Ev
         provider, resources = build_provider(settings_for(sim_clients, **overrides), metrics)
         built.append(resources)
         assert resources.nodes.wait_synced(5)
-        return Cluster(simulator, provider, resources, metrics, nodes, eventually)
+        return Cluster(simulator, provider, resources, metrics, nodes, eventually, lock_server)
 
     yield make
     for resources in built:
@@ -269,14 +276,13 @@ def test_noop_registry_manages_every_alias(make_cluster: Any) -> None:
 def test_a_locked_server_fails_alone_and_converges_once_unlocked(make_cluster: Any) -> None:
     """Invariant 7: a server that refuses writes does not stop the others."""
     cluster = make_cluster()
-    locked = cluster.server_id(cluster.nodes[1])
-    cluster.sim.state.set_locked(locked, True)
+    cluster.lock(cluster.nodes[1])
     cluster.want("app.cern.ch")
     with pytest.raises(ApplyError, match=re.escape(cluster.nodes[1])):
         cluster.loop()
     assert "app" in cluster.aliases(cluster.nodes[0]) and "app" in cluster.aliases(cluster.nodes[2])
     assert cluster.aliases(cluster.nodes[1]) == {}
-    cluster.sim.state.set_locked(locked, False)
+    cluster.lock(cluster.nodes[1], locked=False)
     cluster.settle()
     assert "app" in cluster.aliases(cluster.nodes[1])
 
@@ -358,7 +364,7 @@ def test_a_removal_waits_until_the_new_carrier_is_written(make_cluster: Any) -> 
     cluster.want("app.cern.ch")
     cluster.settle()
     old, new = cluster.nodes[0], cluster.nodes[1]
-    cluster.sim.state.set_locked(cluster.server_id(new), True)
+    cluster.lock(new)
     cluster.relabel(new, True)
     cluster.relabel(old, False)
 
@@ -366,7 +372,7 @@ def test_a_removal_waits_until_the_new_carrier_is_written(make_cluster: Any) -> 
         cluster.loop()
     assert cluster.aliases(old) == {"app": 0} and cluster.aliases(new) == {}
 
-    cluster.sim.state.set_locked(cluster.server_id(new), False)
+    cluster.lock(new, locked=False)
     cluster.settle()
     assert cluster.aliases(old) == {} and cluster.aliases(new) == {"app": 1}
 

@@ -80,18 +80,24 @@ def test_kubectl_get_configmap(simulator: Simulator, sim_clients: ClientConfig) 
     assert data == {"a-app.cern.ch": "x", "b-app.cern.ch": "y"}
 
 
-@pytest.mark.skipif(not OPENSTACK.exists(), reason="the openstack CLI is not installed next to this Python")
-def test_openstack_server_list(simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]) -> None:
-    done = subprocess.run(
-        [str(OPENSTACK), "--os-cloud", sim_clients.cloud_name, "server", "list", "--long", "-f", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+needs_openstack = pytest.mark.skipif(
+    not OPENSTACK.exists(), reason="the openstack CLI is not installed next to this Python"
+)
 
+
+def openstack_cli(cloud: str, *args: str) -> str:
+    done = subprocess.run(
+        [str(OPENSTACK), "--os-cloud", cloud, *args], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
-    servers = {server["Name"]: server for server in json.loads(done.stdout)}
+    return done.stdout
+
+
+@needs_openstack
+def test_openstack_server_list(simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]) -> None:
+    listed_json = openstack_cli(sim_clients.cloud_name, "server", "list", "--long", "-f", "json")
+
+    servers = {server["Name"]: server for server in json.loads(listed_json)}
     assert set(servers) == set(cluster)
     listed = servers[cluster[0]]
     assert listed["Status"] == "ACTIVE"
@@ -118,3 +124,20 @@ def test_kubectl_cordon_get_pods_and_describe_node(
         ("controller-1", "0/1", cluster[1]),
     ]
     assert "controller-0" in kubectl("describe", "node", cluster[0])
+
+
+@needs_openstack
+def test_openstack_server_lock_and_unlock(
+    simulator: Simulator, sim_clients: ClientConfig, cluster: list[str]
+) -> None:
+    """What an operator types before maintenance: the lock shows in ``server show`` and stops writes."""
+    server_id = next(server.id for server in simulator.state.servers() if server.name == cluster[0])
+    cloud = sim_clients.cloud_name
+    openstack_cli(cloud, "server", "lock", "--reason", "kernel upgrade", cluster[0])
+    shown = json.loads(openstack_cli(cloud, "server", "show", cluster[0], "-f", "json"))
+    assert (shown["locked"], shown["locked_reason"]) == (True, "kernel upgrade")
+    info = simulator.state.server(server_id)
+    assert (info.locked, info.locked_reason) == (True, "kernel upgrade")
+
+    openstack_cli(cloud, "server", "unlock", cluster[0])
+    assert simulator.state.server(server_id).locked is False

@@ -279,8 +279,9 @@ def test_checks_come_in_novas_order(simulator: Simulator, nova_http: NovaHttp) -
 
 
 def test_a_locked_server_refuses_writes_until_unlocked(simulator: Simulator, nova_http: NovaHttp) -> None:
-    server_id = simulator.state.add_server("node", {"landb-alias": "a"}, locked=True)
+    server_id = simulator.state.add_server("node", {"landb-alias": "a"})
     nova = nova_http()
+    assert nova.post(f"/servers/{server_id}/action", json={"lock": None}).status_code == 202
 
     post = nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "b"}})
     delete = nova.delete(f"/servers/{server_id}/metadata/landb-alias")
@@ -288,11 +289,57 @@ def test_a_locked_server_refuses_writes_until_unlocked(simulator: Simulator, nov
     assert post.json() == {"conflictingRequest": {"code": 409, "message": f"Instance {server_id} is locked"}}
     assert simulator.state.metadata(server_id) == {"landb-alias": "a"}
 
-    simulator.state.set_locked(server_id, False)
+    assert nova.post(f"/servers/{server_id}/action", json={"unlock": None}).status_code == 202
     assert (
         nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "b"}}).status_code
         == 200
     )
+
+
+def test_lock_and_unlock_through_the_sdk_show_in_the_server_detail(
+    simulator: Simulator, conn: Connection
+) -> None:
+    server_id = simulator.state.add_server("node")
+    conn.compute.lock_server(server_id, locked_reason="kernel upgrade")
+    server = conn.compute.get_server(server_id)
+    assert (server.is_locked, server.locked_reason) == (True, "kernel upgrade")
+
+    conn.compute.lock_server(server_id, locked_reason="a second lock changes nothing")
+    assert conn.compute.get_server(server_id).locked_reason == "kernel upgrade"
+
+    conn.compute.unlock_server(server_id)
+    server = conn.compute.get_server(server_id)
+    assert (server.is_locked, server.locked_reason) == (False, None)
+
+
+def test_the_lock_reason_needs_microversion_2_73_and_a_valid_body(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    server_id = simulator.state.add_server("node")
+    action = f"/servers/{server_id}/action"
+    old = nova_http(microversion="2.72")
+    assert old.post(action, json={"lock": {"locked_reason": "ignored before 2.73"}}).status_code == 202
+    assert nova_http().get(f"/servers/{server_id}").json()["server"]["locked_reason"] is None
+    assert old.get(f"/servers/{server_id}").json()["server"]["locked"] is True
+    assert "locked_reason" not in old.get(f"/servers/{server_id}").json()["server"]
+
+    new = nova_http()
+    new.post(action, json={"unlock": None})
+    for body in ({"lock": {"reason": "x"}}, {"lock": {"locked_reason": ""}}, {"lock": "x"}, {"reboot": {}}):
+        reply = new.post(action, json=body)
+        assert reply.status_code == 400, body
+    assert simulator.state.server(server_id).locked is False
+
+
+def test_lock_is_refused_to_readers_and_unknown_servers(simulator: Simulator, nova_http: NovaHttp) -> None:
+    server_id = simulator.state.add_server("node")
+    reader = nova_http(user=simulator.state.credentials.reader_username)
+    refused = reader.post(f"/servers/{server_id}/action", json={"lock": None})
+    assert refused.status_code == 403
+    assert "os-lock-server:lock" in refused.json()["forbidden"]["message"]
+    missing = nova_http().post("/servers/00000000-0000-0000-0000-000000000000/action", json={"lock": None})
+    assert missing.status_code == 404
+    assert simulator.state.server(server_id).locked is False
 
 
 def test_vm_states_that_refuse_metadata_writes(simulator: Simulator, nova_http: NovaHttp) -> None:
@@ -596,6 +643,81 @@ def test_a_delay_makes_the_reply_slower_than_the_client_timeout(
     with pytest.raises(httpx.ReadTimeout):
         nova.get("/servers", timeout=0.2)
     assert nova.get("/servers").status_code == 200  # the fault was used up by the first call
+
+
+def test_a_reset_drops_the_connection_without_a_reply(simulator: Simulator, nova_http: NovaHttp) -> None:
+    server_id = simulator.state.add_server("node")
+    simulator.state.inject_fault(api="nova", method="POST", path_pattern="/metadata$", reset=True)
+    nova = nova_http()
+
+    with pytest.raises(httpx.TransportError):
+        nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "a"}})
+    assert simulator.state.metadata(server_id) == {}
+    assert nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "a"}}).is_success
+    posts = [call.status for call in simulator.state.api_calls("nova") if call.method == "POST"]
+    assert posts == [0, 200]
+
+
+def test_a_fault_after_processing_lands_the_write_and_loses_the_reply(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    server_id = simulator.state.add_server("node")
+    simulator.state.inject_fault(
+        api="nova", method="POST", path_pattern="/metadata$", reset=True, after_processing=True
+    )
+    simulator.state.inject_fault(
+        api="nova", method="DELETE", path_pattern="/metadata/", status=502, after_processing=True
+    )
+    nova = nova_http()
+
+    with pytest.raises(httpx.TransportError):
+        nova.post(f"/servers/{server_id}/metadata", json={"metadata": {"landb-alias": "a"}})
+    assert simulator.state.metadata(server_id) == {"landb-alias": "a"}
+    assert nova.delete(f"/servers/{server_id}/metadata/landb-alias").status_code == 502
+    assert simulator.state.metadata(server_id) == {}
+
+
+def test_a_fault_carries_headers_such_as_retry_after(simulator: Simulator, nova_http: NovaHttp) -> None:
+    simulator.state.inject_fault(api="nova", status=429, headers={"Retry-After": "3"})
+    reply = nova_http().get("/servers")
+    assert (reply.status_code, reply.headers["Retry-After"]) == (429, "3")
+
+
+def test_a_token_expiry_fault_makes_that_request_meet_a_401(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    nova = nova_http()
+    simulator.state.inject_fault(api="nova", method="GET", status=None, expire_tokens=True)
+    assert nova.get("/servers").status_code == 401
+    assert nova.get("/servers").status_code == 401  # the token stays invalid: the client must log in again
+
+
+def test_a_probable_fault_fires_on_a_seeded_fraction_of_requests(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    nova = nova_http()
+
+    def statuses(seed: int) -> list[int]:
+        simulator.state.clear_faults()
+        simulator.state.inject_fault(api="nova", status=503, times=None, probability=0.3, seed=seed)
+        return [nova.get("/servers").status_code for _ in range(40)]
+
+    first = statuses(7)
+    assert set(first) == {200, 503}
+    assert 4 <= first.count(503) <= 20
+    assert statuses(7) == first
+
+
+def test_requests_in_flight_are_counted_until_answered(simulator: Simulator, nova_http: NovaHttp) -> None:
+    nova = nova_http()
+    fault = simulator.state.inject_fault(api="nova", method="GET", status=None, delay=0.5)
+    caller = threading.Thread(target=lambda: nova.get("/servers"))
+    caller.start()
+    wait_until(lambda: fault.hits == 1, what="the request to reach the delay")
+    assert simulator.state.in_flight("nova") == 1
+    caller.join(10)
+    assert simulator.state.in_flight("nova") == 0
+    assert simulator.state.in_flight("keystone") == 0
 
 
 def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:

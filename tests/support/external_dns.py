@@ -7,9 +7,11 @@ run without the Go binary; tests/e2e runs the real one against the same service.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.webhook.wire import MEDIA_TYPE, decode_endpoints, encode_changes, encode_endpoints
 
 OWNED_RECORD = "ownedRecord"
 
@@ -105,3 +107,56 @@ def plan(
         ),
         unowned,
     )
+
+
+class _Response(Protocol):
+    status_code: int
+    content: bytes
+
+
+class HttpClient(Protocol):
+    """What an httpx.Client (or Starlette's TestClient) offers, with the webhook as its base URL."""
+
+    def get(self, url: str, *, headers: dict[str, str]) -> _Response: ...
+
+    def post(self, url: str, *, content: bytes, headers: dict[str, str]) -> _Response: ...
+
+
+@dataclass
+class HttpLoop:
+    statuses: list[int] = field(default_factory=list)
+    """The status of every call, in order: external-dns stops at the first one that is not a success."""
+    changes: Changes | None = None
+    """What ApplyChanges was sent (None: the loop stopped before, or there was nothing to change)."""
+
+    @property
+    def succeeded(self) -> bool:
+        return all(status in (200, 204) for status in self.statuses)
+
+
+def loop_over_http(
+    client: HttpClient, desired: Sequence[Endpoint], *, owner: str, policy: str = "sync"
+) -> HttpLoop:
+    """One external-dns loop against a webhook over HTTP: Records, AdjustEndpoints, then ApplyChanges
+    if the plan is not empty; it stops at the first reply that is not a success, as external-dns does."""
+    loop = HttpLoop()
+    accept = {"Accept": MEDIA_TYPE}
+    records = client.get("/records", headers=accept)
+    loop.statuses.append(records.status_code)
+    if records.status_code != 200:
+        return loop
+    adjusted = client.post(
+        "/adjustendpoints", content=encode_endpoints(desired), headers={**accept, "Content-Type": MEDIA_TYPE}
+    )
+    loop.statuses.append(adjusted.status_code)
+    if adjusted.status_code != 200:
+        return loop
+    changes = plan(
+        decode_endpoints(records.content), decode_endpoints(adjusted.content), owner=owner, policy=policy
+    ).changes
+    if changes.is_empty:
+        return loop
+    loop.changes = changes
+    applied = client.post("/records", content=encode_changes(changes), headers={"Content-Type": MEDIA_TYPE})
+    loop.statuses.append(applied.status_code)
+    return loop

@@ -61,3 +61,10 @@ def test_ingress_selectors_are_checked_when_the_settings_are_read() -> None:
         Settings(ingress_selector="role=ingress;")
     with pytest.raises(ValidationError, match="not a valid label value"):
         Settings(ingress_pod_selector="app=a;app=b")  # the API server selects pods: one selector only
+
+
+def test_the_node_cache_max_age_cannot_be_shorter_than_a_watch_period() -> None:
+    """A quiet, healthy cluster refreshes the cache once per 60 s watch: a shorter bound would 503."""
+    with pytest.raises(ValidationError, match="node_cache_max_age"):
+        Settings(node_cache_max_age=30)
+    assert Settings(node_cache_max_age=60).node_cache_max_age == 60

@@ -219,8 +219,10 @@ class KubernetesNodeSource:
         api_client: client.ApiClient | None = None,
         *,
         wall_clock: Callable[[], float] = time.time,
+        **injected: Any,
     ) -> KubernetesNodeSource:
-        """``wall_clock`` (epoch seconds) must be the one the provider measures grace periods with."""
+        """``wall_clock`` (epoch seconds) must be the one the provider measures grace periods with;
+        ``injected``: constructor arguments settings do not cover (a test's clock, watch period)."""
         return cls(
             api_client or api_client_for(settings.kubeconfig),
             ingress_selector=settings.ingress_selector,
@@ -229,6 +231,8 @@ class KubernetesNodeSource:
             ingress_pod_namespace=settings.ingress_pod_namespace,
             request_timeout=settings.upstream_timeout,
             wall_clock=wall_clock,
+            max_staleness=settings.node_cache_max_age,
+            **injected,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------

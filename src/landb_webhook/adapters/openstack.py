@@ -13,10 +13,11 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   ``delete_server_metadata`` wipes *all* metadata (LanDB's own keys included) when given no keys,
   so it is never used; the per-key resource call is, after the key is checked.
 - Every failure becomes ports.UpstreamError("nova" | "keystone", ...): retryable for 5xx,
-  connection failures and timeouts, not retryable for 4xx (a locked server, a quota, a rejected
-  value will not pass by retrying soon). Retryable failures are retried here twice with a short
-  backoff, but no retry starts after one call timeout's worth of time has gone into the operation,
-  so a single operation never takes much more than twice ``timeout``.
+  connection failures and timeouts, not retryable for 4xx. Whether and when a failed call is tried
+  again is adapters.retry's policy, applied in ``_call`` only: transient failures and 409s are
+  retried with jittered exponential backoff, honouring ``Retry-After``, and no retry starts that
+  could not finish before the webhook's reply deadline (or ``budget`` seconds, outside a webhook
+  call). Retrying is safe: a merge POST sets the same values again, a DELETE of a gone key is done.
 - Expired tokens are keystoneauth's job: it re-authenticates before a token expires and once
   more on a 401, so no code here handles tokens.
 - Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
@@ -26,10 +27,11 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
 from __future__ import annotations
 
 import functools
+import random
 import re
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,7 +46,9 @@ from keystoneauth1 import exceptions as ksa_exceptions
 from openstack.compute.v2.server import Server as SdkServer
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
 from landb_webhook.config import Settings
+from landb_webhook.deadline import reply_deadline
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server, UpstreamError
 
@@ -63,6 +67,7 @@ _SERVER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
 _NAME_FILTER_OVERHEAD = len(quote_plus("^()$"))
 _NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
 _MAX_REASON_LENGTH = 300
+_HTTP_UNAUTHORIZED = 401
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_REQUEST_TIMEOUT = 408
 _HTTP_CREDENTIALS_REFUSED = (401, 403)
@@ -81,13 +86,15 @@ class OpenStackServerStore:
         timeout: float = 5.0,
         clouds_yaml: Path | None = None,
         cloud_conf: Path | None = None,
-        max_retries: int = 2,
-        retry_backoff: float = 0.2,
+        retry: RetryPolicy | None = None,
+        budget: float = 10.0,
         max_name_filter_length: int = 2048,
         limits_ttl: float = 600.0,
         metrics: Metrics | None = None,
         failure_window: float = FAILURE_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        chance: random.Random | None = None,
     ) -> None:
         """``cloud`` names an entry of clouds.yaml; None means the OS_CLOUD / OS_* environment.
 
@@ -95,19 +102,23 @@ class OpenStackServerStore:
         ``cloud_conf`` takes the credentials from a CERN cluster's cloud.conf instead (adapters.cloudconf).
         ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
         that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
-        ``metrics`` receives the count and duration of every call; ``clock`` (seconds) dates failures.
+        ``metrics`` receives the count and duration of every call. ``budget`` bounds one operation,
+        retries included, when no reply deadline is set; ``clock`` (like time.monotonic) also dates
+        failures; ``sleep`` and ``chance`` (the jitter) are for tests to replace.
         """
         self._cloud = cloud
         self._timeout = timeout
         self._clouds_yaml = clouds_yaml
         self._cloud_conf = cloud_conf
-        self._max_retries = max_retries
-        self._retry_backoff = retry_backoff
+        self._retry = retry or RetryPolicy()
+        self._budget = budget
+        self._clock = clock
+        self._sleep = sleep
+        self._chance = chance or random.Random()  # noqa: S311 (jitter, not a secret)
         self._max_name_filter_length = max_name_filter_length
         self._limits_ttl = limits_ttl
         self._metrics = metrics
         self._failure_window = failure_window
-        self._clock = clock
 
         self._lock = threading.Lock()
         self._last_failure: tuple[float, str] | None = None
@@ -117,14 +128,24 @@ class OpenStackServerStore:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, clouds_yaml: Path | None = None, metrics: Metrics | None = None
+        cls,
+        settings: Settings,
+        clouds_yaml: Path | None = None,
+        metrics: Metrics | None = None,
+        **injected: Any,
     ) -> OpenStackServerStore:
+        """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
         return cls(
             settings.os_cloud,
             timeout=settings.upstream_timeout,
             clouds_yaml=clouds_yaml,
             cloud_conf=settings.os_cloud_conf,
             metrics=metrics,
+            retry=RetryPolicy(
+                transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
+            ),
+            budget=settings.request_timeout,
+            **injected,
         )
 
     def close(self) -> None:
@@ -276,25 +297,41 @@ class OpenStackServerStore:
         return failure[1]
 
     def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T], *, api: str) -> T:
-        """Run one remote operation with error mapping and bounded retries of retryable failures.
+        """Run one remote operation with error mapping, retried as adapters.retry decides.
 
         ``api`` is the fixed operation name the call is counted under (metrics.OPENSTACK_OPERATIONS).
         """
-        started = time.monotonic()
-        attempt = 0
+        deadline = self._clock() + self._budget
+        replying_by = reply_deadline()
+        if replying_by is not None:
+            deadline = min(deadline, replying_by)
+        retries: Counter[Failure] = Counter()
         while True:
             try:
                 return self._attempt(action, operation, api)
             except UpstreamError as error:
-                attempt += 1
-                delay = self._retry_backoff * 2 ** (attempt - 1)
-                # No retry starts once a call's timeout has been spent on this operation: a retried
-                # timeout would take external-dns past its own 15 s limit.
-                out_of_time = time.monotonic() - started + delay >= self._timeout
-                if not error.retryable or attempt > self._max_retries or out_of_time:
+                failure, retry_after = _failure_of(error)
+                retries[failure] += 1
+                delay = self._retry.delay(failure, retries[failure], retry_after, self._chance)
+                if delay is None:
                     raise
-                log.warning("retrying openstack call", error=str(error), attempt=attempt, retry_in=delay)
-                time.sleep(delay)
+                if self._clock() + delay + self._timeout > deadline:
+                    # The retry could still be running when the webhook has to answer: leave it to
+                    # external-dns' next loop.
+                    log.warning(
+                        "openstack call not retried: no time left before the reply deadline",
+                        error=str(error),
+                        retry_in=round(delay, 3),
+                    )
+                    raise
+                log.warning(
+                    "retrying openstack call",
+                    error=str(error),
+                    failure=failure.value,
+                    retry=retries[failure],
+                    retry_in=round(delay, 3),
+                )
+                self._sleep(delay)
 
     def _attempt(self, action: str, operation: Callable[[openstack.connection.Connection], T], api: str) -> T:
         started = self._clock()
@@ -333,6 +370,31 @@ class OpenStackServerStore:
             self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
                 now - started
             )
+
+
+def _failure_of(error: UpstreamError) -> tuple[Failure, float | None]:
+    """How the policy sees this failure, and the ``Retry-After`` of its reply if it had one."""
+    cause = error.__cause__
+    response = getattr(cause, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    retry_after = parse_retry_after(headers.get("Retry-After"))
+    status = _status_of(cause)
+    if status == _HTTP_UNAUTHORIZED and error.upstream == NOVA:
+        # Nova refused the token even after keystoneauth's one re-authentication: with parallel
+        # writers, one thread's re-authentication can void the token another just fetched. A new
+        # attempt logs in afresh; refused credentials fail at Keystone, where a 401 is final.
+        return Failure.TRANSIENT, retry_after
+    if status is not None:
+        return failure_of_status(status), retry_after
+    return (Failure.TRANSIENT if error.retryable else Failure.FINAL), retry_after
+
+
+def _status_of(exc: BaseException | None) -> int | None:
+    if isinstance(exc, sdk_exceptions.HttpException) and exc.status_code:
+        return int(exc.status_code)
+    if isinstance(exc, ksa_exceptions.HttpError) and exc.http_status:
+        return int(exc.http_status)
+    return None
 
 
 def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:

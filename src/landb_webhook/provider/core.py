@@ -79,6 +79,7 @@ class LandbProvider:
             servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=metrics
         )
         self._apply_lock = Lock()
+        self._applies_started = 0
         self._warned: set[tuple[str, str]] = set()
         self._departed = DepartedIndices()
         self._verdicts: dict[str, Verdict] = {}
@@ -104,12 +105,13 @@ class LandbProvider:
     # -- Records ----------------------------------------------------------------------------
 
     def records(self) -> list[Endpoint]:
+        applies_before = self._applies_started
         inventory = self._inventory.fresh()
         for node in inventory.unresolved_nodes():
             self._warn_once(node, "no Nova server found for this node; its aliases are not seen")
         found = carriers(inventory.server_states())
         self._report_health(inventory)
-        claims = list(self._ownership.records())
+        claims = self._without_orphaned_claims(list(self._ownership.records()), found, applies_before)
         hidden = self._offered_for_adoption(inventory, claims)
         aliases = [
             Endpoint(dns_name_for(label, self._options.dns_domain), "A", inventory.ips_of(ids))
@@ -200,6 +202,7 @@ class LandbProvider:
         if not self._apply_lock.acquire(blocking=False):
             raise ApplyError("another ApplyChanges is still running")
         try:
+            self._applies_started += 1
             self._apply(changes)
         finally:
             self._apply_lock.release()
@@ -416,6 +419,39 @@ class LandbProvider:
                 "set LANDB_ADOPT_EXISTING=true or run 'landb-webhook adopt' to hand it to external-dns",
             )
         return refused
+
+    def _without_orphaned_claims(
+        self, claims: list[Endpoint], found: dict[str, set[str]], applies_before: int
+    ) -> list[Endpoint]:
+        """Drop the claims of aliases no server carries any more, and return the others.
+
+        A removal that landed although it was reported failed (its reply lost, then no time left to
+        retry) leaves its claim behind, and external-dns never deletes a claim whose record it no
+        longer sees; kept, it would make an alias of that name set later by hand look like ours.
+        Only when no apply ran since ``found`` was read: an apply stores a claim just before it
+        writes the alias. A claim dropped while its name is still wanted is recreated by external-dns
+        together with the alias.
+        """
+        orphaned = [c for c in claims if self._claimed_label(c) not in (None, *found)]
+        if not orphaned or self._options.dry_run or not self._apply_lock.acquire(blocking=False):
+            return claims
+        try:
+            if self._applies_started != applies_before:
+                return claims
+            self._ownership.apply([], orphaned)
+        finally:
+            self._apply_lock.release()
+        log.warning(
+            "ownership records dropped: no server carries their alias any more",
+            records=sorted(c.dns_name for c in orphaned),
+        )
+        return [c for c in claims if c not in orphaned]
+
+    def _claimed_label(self, claim: Endpoint) -> str | None:
+        try:
+            return label_for(owned_name(claim), self._options.dns_domain)
+        except InvalidName:
+            return None
 
     def _report_unowned(self, found: Iterable[str], claims: Sequence[Endpoint]) -> None:
         for label in sorted(self._unclaimed(found, claimed_names(claims))):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from landb_webhook.deadline import contexts_for
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import ServerStore, UpstreamError
@@ -71,8 +72,9 @@ class PlanExecutor:
     ) -> list[WriteFailure]:
         if not plans:
             return []
+        contexts = contexts_for(len(plans))  # the writes see the reply deadline of this call
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-{phase}") as pool:
-            results = list(pool.map(lambda p: self._write(phase, p, write_of(p)), plans))
+            results = list(pool.map(lambda c, p: c.run(self._write, phase, p, write_of(p)), contexts, plans))
         return [failure for failure in results if failure is not None]
 
     def _write(self, phase: str, plan: ServerPlan, write: MetadataWrite) -> WriteFailure | None:

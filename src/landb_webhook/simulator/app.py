@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,17 +55,31 @@ def error_response(api: str, status: int, message: str) -> Response:
     return kube.kube_error(status, _KUBE_REASONS.get(status, "Unknown"), message)
 
 
+class ResetConnection(Exception):
+    """Raised by the front door for a ``reset`` fault: the server drops the connection without a reply."""
+
+
 def _fault_response(api: str, action: FaultAction) -> Response:
     assert action.status is not None
     if action.body is None:
-        return error_response(api, action.status, "Injected fault: the service is unavailable.")
-    if isinstance(action.body, bytes | str):
-        return Response(action.body, status_code=action.status, media_type="text/plain")
-    return Response(json.dumps(action.body), status_code=action.status, media_type="application/json")
+        response: Response = error_response(api, action.status, "Injected fault: the service is unavailable.")
+    elif isinstance(action.body, bytes | str):
+        response = Response(action.body, status_code=action.status, media_type="text/plain")
+    else:
+        response = Response(json.dumps(action.body), status_code=action.status, media_type="application/json")
+    response.headers.update(action.headers)
+    return response
+
+
+async def _discard(message: Message) -> None:
+    """Where the reply of a request goes when an ``after_processing`` fault replaces it."""
 
 
 class FrontDoor:
-    """ASGI middleware: fault injection before routing, call recording at response start."""
+    """ASGI middleware: fault injection before routing, call recording at response start.
+
+    A reset is recorded with status 0: the client got no reply at all.
+    """
 
     def __init__(self, app: ASGIApp, state: SimulatorState, lifecycle: Lifecycle) -> None:
         self.app = app
@@ -76,10 +90,17 @@ class FrontDoor:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        api = api_of(scope["path"])
+        self.state.request_started(api)
+        try:
+            await self._serve(scope, receive, send, api)
+        finally:
+            self.state.request_ended(api)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, api: str) -> None:
         path: str = scope["path"]
         method: str = scope["method"]
         query = scope.get("query_string", b"").decode("latin-1")
-        api = api_of(path)
 
         async def recording_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -89,19 +110,24 @@ class FrontDoor:
             await send(message)
 
         action = self.state.take_fault(api, method, path)
-        if action is not None:
-            log.debug(
-                "simulator fault for %s %s: delay %.3fs, status %s", method, path, action.delay, action.status
-            )
-            if not await self.lifecycle.sleep(action.delay):
-                await error_response(api, 503, "The simulator is shutting down.")(
-                    scope, receive, recording_send
-                )
-                return
-            if action.status is not None:
-                await _fault_response(api, action)(scope, receive, recording_send)
-                return
-        await self.app(scope, receive, recording_send)
+        if action is None:
+            await self.app(scope, receive, recording_send)
+            return
+        log.debug("simulator fault for %s %s: %s", method, path, action)
+        if not await self.lifecycle.sleep(action.delay):
+            await error_response(api, 503, "The simulator is shutting down.")(scope, receive, recording_send)
+            return
+        if action.expire_tokens:
+            self.state.expire_tokens()
+        if not action.replaces_reply:
+            await self.app(scope, receive, recording_send)
+            return
+        if action.after_processing:
+            await self.app(scope, receive, _discard)
+        if action.reset:
+            self.state.record_call(ApiCall(api, method, path, 0, query))
+            raise ResetConnection(f"{method} {path}")
+        await _fault_response(api, action)(scope, receive, recording_send)
 
 
 def build_app(state: SimulatorState, lifecycle: Lifecycle) -> ASGIApp:
@@ -113,6 +139,10 @@ def build_app(state: SimulatorState, lifecycle: Lifecycle) -> ASGIApp:
         return error_response(api, status, "The resource could not be found." if status == 404 else str(exc))
 
     async def crashed(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, ClientDisconnect):
+            # The client went away (a killed process) before its request was read: nothing happened.
+            log.debug("simulator: client gone before %s %s was read", request.method, request.url.path)
+            return Response(status_code=499)
         log.exception("simulator handler failed for %s %s", request.method, request.url.path)
         return error_response(
             api_of(request.url.path), 500, f"Unexpected simulator error: {type(exc).__name__}"

@@ -353,6 +353,37 @@ def _validate_metadata(metadata: object, field: str) -> dict[str, str]:
     return metadata
 
 
+def _locked_reason(lock: object) -> str | None:
+    """The ``lock`` member from microversion 2.73: null, or an object holding only ``locked_reason``."""
+    if lock is None:
+        return None
+    if not isinstance(lock, dict):
+        raise NovaError(
+            400,
+            "badRequest",
+            f"Invalid input for field/attribute lock. Value: {lock}. "
+            f"{lock!r} is not of type 'object', 'null'",
+        )
+    extra = set(lock) - {"locked_reason"}
+    if extra:
+        raise NovaError(
+            400,
+            "badRequest",
+            f"Additional properties are not allowed ({', '.join(map(repr, sorted(extra)))} were unexpected)",
+        )
+    reason = lock.get("locked_reason")
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not 1 <= len(reason) <= _MAX_VALUE_LENGTH:
+        raise NovaError(
+            400,
+            "badRequest",
+            f"Invalid input for field/attribute locked_reason. Value: {reason}. "
+            "It must be a string of 1 to 255 characters",
+        )
+    return reason
+
+
 def _body_member(body: object, member: str) -> object:
     if not isinstance(body, dict) or member not in body:
         raise NovaError(
@@ -409,6 +440,7 @@ class NovaApi:
             Route(prefix + "/servers", endpoint(self.list_servers), methods=["GET"]),
             Route(prefix + "/servers/detail", endpoint(self.list_servers_detail), methods=["GET"]),
             Route(server, endpoint(self.show_server), methods=["GET"]),
+            Route(server + "/action", endpoint(self.server_action), methods=["POST"]),
             Route(server + "/metadata", endpoint(self.list_metadata), methods=["GET"]),
             Route(server + "/metadata", endpoint(self.merge_metadata), methods=["POST"]),
             Route(server + "/metadata", endpoint(self.replace_metadata), methods=["PUT"]),
@@ -490,6 +522,22 @@ class NovaApi:
     async def show_server(self, call: _Call) -> Response:
         server = self._server(call.param("server_id"))
         return JSONResponse({"server": render_server(server, call.root, call.version)})
+
+    async def server_action(self, call: _Call) -> Response:
+        """``POST /servers/{id}/action``: the lock and unlock actions (202, no body), as Nova runs them."""
+        body = await call.json()
+        if not isinstance(body, dict) or len(body) != 1:
+            raise NovaError(400, "badRequest", "There is no such action: None")
+        ((action, argument),) = body.items()
+        server_id = call.param("server_id")
+        if action == "lock":
+            reason = _locked_reason(argument) if call.version >= (2, 73) else None
+            self.state.lock_server(call.token, server_id, reason)
+        elif action == "unlock":
+            self.state.unlock_server(call.token, server_id)
+        else:
+            raise NovaError(400, "badRequest", f"There is no such action: {action}")
+        return Response(status_code=202)
 
     async def list_metadata(self, call: _Call) -> Response:
         return JSONResponse({"metadata": self._server(call.param("server_id")).metadata})

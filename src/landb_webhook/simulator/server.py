@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import socket
+import struct
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ from typing import Any
 
 import uvicorn
 import yaml
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from landb_webhook.simulator.app import build_app
+from landb_webhook.simulator.app import ResetConnection, build_app
 from landb_webhook.simulator.identity import REGION
 from landb_webhook.simulator.lifecycle import Lifecycle
 from landb_webhook.simulator.state import SimulatorState
@@ -46,6 +47,25 @@ class _SimulatorH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.access_log = False
+        inner = self.app
+
+        async def resetting(scope: Scope, receive: Receive, send: Send) -> None:
+            try:
+                await inner(scope, receive, send)
+            except ResetConnection:
+                self._reset()
+
+        self.app = resetting
+
+    def _reset(self) -> None:
+        """Drop this connection with a TCP reset (linger 0), as a crashed or overloaded server would."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+        if self.cycle is not None:
+            self.cycle.disconnected = True  # no "500 Internal Server Error" into the dropped connection
 
     def shutdown(self) -> None:
         idle = self.cycle is None or self.cycle.response_complete

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import random
 import re
 import threading
 import time
@@ -112,12 +113,23 @@ class NovaError(Exception):
 
 @dataclass(frozen=True)
 class FaultAction:
-    """What the HTTP layer does to a request a fault matched: wait ``delay``, then answer ``status``
-    with ``body`` (a default error body when None), or carry on normally when ``status`` is None."""
+    """What the HTTP layer does to a request a fault matched, in this order: wait ``delay``; invalidate
+    every Keystone token if ``expire_tokens``; let the API handle the request first (its reply is lost)
+    if ``after_processing``; then drop the connection without a reply if ``reset``, else answer
+    ``status`` with ``body`` (a default error body when None) and ``headers``. With neither ``reset``
+    nor ``status`` the request carries on normally."""
 
     status: int | None
     delay: float
     body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+    reset: bool = False
+    after_processing: bool = False
+    expire_tokens: bool = False
+
+    @property
+    def replaces_reply(self) -> bool:
+        return self.reset or self.status is not None
 
 
 @dataclass
@@ -129,6 +141,9 @@ class _Fault:
     action: FaultAction
     remaining: int | None
     """Uses left; None means forever. A fault is dropped when this reaches 0."""
+    probability: float = 1.0
+    chance: random.Random | None = None
+    """Decides, request by request, whether a fault with ``probability`` < 1 fires (seeded)."""
 
     def matches(self, api: str, method: str, path: str) -> bool:
         return (
@@ -136,6 +151,9 @@ class _Fault:
             and (self.method is None or self.method == method.upper())
             and (self.path_pattern is None or self.path_pattern.search(path) is not None)
         )
+
+    def fires(self) -> bool:
+        return self.chance is None or self.chance.random() < self.probability
 
 
 class FaultHandle:
@@ -171,6 +189,8 @@ class _Server:
     updated: str
     user_id: str
     locked_reason: str | None = None
+    locked_by: str | None = None
+    """``owner`` or ``admin``, as Nova records who locked the server; None when unlocked."""
     task_state: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -207,6 +227,7 @@ class SimulatorState:
         self._history: list[MetadataChange] = []
         self._seq = itertools.count(1)
         self._calls: deque[ApiCall] = deque(maxlen=MAX_RECORDED_CALLS)
+        self._in_flight: dict[str, int] = {}
         self._faults: list[_Fault] = []
         self._fault_hits: dict[int, int] = {}
         self._fault_ids = itertools.count(1)
@@ -254,6 +275,7 @@ class SimulatorState:
                 name=name,
                 metadata=dict(metadata or {}),
                 locked=locked,
+                locked_by="owner" if locked else None,
                 vm_state=vm_state,
                 ip=ip,
                 created=now,
@@ -292,10 +314,57 @@ class SimulatorState:
             self._record_change(server_id, "direct", None)
 
     def set_locked(self, server_id: str, locked: bool, reason: str | None = None) -> None:
+        """Seeding only, like ``add_server(locked=True)``: lock as the owner would, without a request.
+        Tests of the webhook lock through Nova's API (``lock_server`` / ``openstack server lock``)."""
         with self._lock:
             server = self._server(server_id)
             server.locked = locked
+            server.locked_by = "owner" if locked else None
             server.locked_reason = reason if locked else None
+
+    def lock_server(self, caller: Token, server_id: str, reason: str | None = None) -> None:
+        """Nova's lock action: server 404 -> policy 403 (member or admin) -> lock.
+
+        Locking again as the owner changes nothing (the first reason stays), as in Nova; an admin of
+        another project re-locks the server as ``admin``, which its owner then cannot undo.
+        """
+        with self._lock:
+            server = self._action_target(caller, server_id, "lock")
+            is_owner = caller.project_id == PROJECT_ID
+            if server.locked and is_owner:
+                return
+            server.locked = True
+            server.locked_by = "owner" if is_owner else "admin"
+            server.locked_reason = reason
+
+    def unlock_server(self, caller: Token, server_id: str) -> None:
+        """Nova's unlock action: 404 -> policy 403; a lock set by an admin of another project can only
+        be lifted with ``unlock_override`` (admins). Unlocking an unlocked server is fine."""
+        with self._lock:
+            server = self._action_target(caller, server_id, "unlock")
+            expected = "owner" if caller.project_id == PROJECT_ID else "admin"
+            if server.locked_by not in (None, expected) and not caller.is_admin():
+                raise NovaError(
+                    403,
+                    "forbidden",
+                    "Policy doesn't allow os_compute_api:os-lock-server:unlock:unlock_override "
+                    "to be performed.",
+                )
+            server.locked = False
+            server.locked_by = None
+            server.locked_reason = None
+
+    def _action_target(self, caller: Token, server_id: str, action: str) -> _Server:
+        server = self._servers.get(server_id)
+        if server is None:
+            raise NovaError(404, "itemNotFound", f"Instance {server_id} could not be found.")
+        if not caller.can_write():
+            raise NovaError(
+                403,
+                "forbidden",
+                f"Policy doesn't allow os_compute_api:os-lock-server:{action} to be performed.",
+            )
+        return server
 
     def set_vm_state(self, server_id: str, vm_state: str) -> None:
         _check_vm_state(vm_state)
@@ -395,6 +464,19 @@ class SimulatorState:
         with self._lock:
             self._calls.append(call)
 
+    def request_started(self, api: str) -> None:
+        with self._lock:
+            self._in_flight[api] = self._in_flight.get(api, 0) + 1
+
+    def request_ended(self, api: str) -> None:
+        with self._lock:
+            self._in_flight[api] -= 1
+
+    def in_flight(self, api: str) -> int:
+        """Requests to ``api`` received and not yet answered (a delayed write still to land, a watch)."""
+        with self._lock:
+            return self._in_flight.get(api, 0)
+
     def api_calls(self, api: str | None = None) -> list[ApiCall]:
         """Every answered request (optionally of one API), oldest first."""
         with self._lock:
@@ -416,23 +498,50 @@ class SimulatorState:
         times: int | None = 1,
         delay: float = 0.0,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        reset: bool = False,
+        after_processing: bool = False,
+        expire_tokens: bool = False,
+        probability: float = 1.0,
+        seed: int | None = None,
     ) -> FaultHandle:
         """Make the next ``times`` matching requests (None: all of them) wait ``delay`` seconds and then
-        fail with ``status`` (and ``body``, else the API's usual error body). ``status=None`` only delays.
+        fail with ``status`` (and ``body``, else the API's usual error body, and ``headers`` such as
+        ``Retry-After``). ``status=None`` only delays. ``reset`` drops the connection instead of
+        answering (the client sees a connection reset); ``after_processing`` lets the request take effect
+        before its reply is replaced (a write that lands but whose answer is lost); ``expire_tokens``
+        invalidates every Keystone token first (the request itself then meets a 401).
+        ``probability`` < 1 fires the fault on that fraction of the matching requests only, decided by
+        a random generator seeded with ``seed``; the others pass untouched and use up nothing.
         ``path_pattern`` is a regular expression searched in the request path. Faults are tried in the
-        order they were injected; the first that matches is used."""
+        order they were injected; the first that fires is used."""
         if times is not None and times < 1:
             raise ValueError("times must be positive or None")
         if delay < 0:
             raise ValueError("delay must not be negative")
+        if not 0 < probability <= 1:
+            raise ValueError("probability must be in (0, 1]")
+        if after_processing and not (reset or status is not None):
+            raise ValueError("after_processing needs a status or a reset to replace the reply with")
+        action = FaultAction(
+            status=None if reset else status,
+            delay=delay,
+            body=body,
+            headers=dict(headers or {}),
+            reset=reset,
+            after_processing=after_processing,
+            expire_tokens=expire_tokens,
+        )
         with self._lock:
             fault = _Fault(
                 id=next(self._fault_ids),
                 api=api,
                 method=method.upper() if method else None,
                 path_pattern=re.compile(path_pattern) if path_pattern is not None else None,
-                action=FaultAction(status, delay, body),
+                action=action,
                 remaining=times,
+                probability=probability,
+                chance=random.Random(seed) if probability < 1 else None,  # noqa: S311 (seeded on purpose)
             )
             self._faults.append(fault)
             return FaultHandle(self, fault.id)
@@ -445,7 +554,7 @@ class SimulatorState:
         """Consume one use of the first fault matching this request, if any."""
         with self._lock:
             for fault in self._faults:
-                if fault.matches(api, method, path):
+                if fault.matches(api, method, path) and fault.fires():
                     if fault.remaining is not None:
                         fault.remaining -= 1
                     self._fault_hits[fault.id] = self._fault_hits.get(fault.id, 0) + 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -30,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from landb_webhook.deadline import context_answering_by
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import get_logger, redact_text
 from landb_webhook.metrics import Metrics
@@ -92,13 +94,17 @@ class ProviderCalls:
         self._last_apply: Future[None] | None = None
 
     async def read(self, call: Callable[..., T], *args: Any) -> T:
-        return await self._wait(self._readers.submit(call, *args))
+        return await self._wait(self._readers.submit(self._by_deadline().run, call, *args))
 
     async def apply(self, call: Callable[[Changes], None], changes: Changes) -> None:
         if self._last_apply is not None and not self._last_apply.done():
             raise ApplyInProgress
-        self._last_apply = self._writer.submit(call, changes)
+        self._last_apply = self._writer.submit(self._by_deadline().run, call, changes)
         await self._wait(self._last_apply)
+
+    def _by_deadline(self) -> contextvars.Context:
+        """The context the call runs in: upstream retries see when this reply is due (deadline.py)."""
+        return context_answering_by(time.monotonic() + self.deadline)
 
     async def _wait(self, future: Future[T]) -> T:
         waiter = asyncio.wrap_future(future)

@@ -1,0 +1,84 @@
+"""Whether a failed OpenStack call is tried again, and after how long: the one retry policy.
+
+- *Transient* failures (5xx, 429, 408, connection failures and resets, timeouts, Keystone unavailable,
+  and a token Nova refused although keystoneauth re-authenticated once: parallel writers' renewals
+  can void each other's tokens) get up to ``transient_retries`` more attempts, with exponential
+  backoff from ``base_delay``, capped at ``max_delay``.
+- *Conflicts* (409: a locked server, a vm_state that refuses metadata) get up to ``conflict_retries``
+  more attempts from ``conflict_delay``, since a lock or a state change does not clear in milliseconds;
+  after that the write is reported for its server and the next loop tries again.
+- Anything else (400 schema, 403 policy or quota, 404, credentials Keystone refuses) is final at once.
+- Each delay is jittered into [1/2, 1] of its value by an injectable random source, so that replicas
+  and parallel writers do not retry in step; a ``Retry-After`` header (seconds or an HTTP date) is
+  honoured as the least delay.
+- The caller checks the deadline: no retry starts unless its delay and one more call timeout fit before
+  the reply deadline (landb_webhook.deadline).
+
+keystoneauth's own ``status_code_retries`` / ``connect_retries`` are not used: they sleep with
+``time.sleep`` regardless of any deadline (a ``Retry-After: 120`` would hold the reply two minutes),
+do not jitter, and would multiply with these attempts. Its token handling is used: it renews a token
+before it expires and re-authenticates once on a 401.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+
+class Failure(enum.Enum):
+    TRANSIENT = "transient"
+    CONFLICT = "conflict"
+    FINAL = "final"
+
+
+def failure_of_status(status: int) -> Failure:
+    if status == 409:
+        return Failure.CONFLICT
+    if status == 0 or status >= 500 or status in (408, 429):
+        return Failure.TRANSIENT
+    return Failure.FINAL
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    transient_retries: int = 4
+    conflict_retries: int = 2
+    base_delay: float = 0.2
+    conflict_delay: float = 0.5
+    max_delay: float = 2.0
+
+    def delay(
+        self, failure: Failure, retry: int, retry_after: float | None, chance: random.Random
+    ) -> float | None:
+        """Seconds to wait before retry number ``retry`` (from 1) of this kind of failure; None: give up."""
+        if failure is Failure.TRANSIENT:
+            limit, first = self.transient_retries, self.base_delay
+        elif failure is Failure.CONFLICT:
+            limit, first = self.conflict_retries, self.conflict_delay
+        else:
+            return None
+        if retry > limit:
+            return None
+        backoff = min(self.max_delay, first * 2 ** (retry - 1))
+        jittered = backoff * (0.5 + chance.random() / 2)
+        return float(max(jittered, retry_after or 0.0))
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """``Retry-After`` (seconds, or an HTTP date) as seconds from now; None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())

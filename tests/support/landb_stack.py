@@ -1,0 +1,103 @@
+"""The provider wired as app.build_provider wires it, against a simulator, with a test's clock, sleeper and
+jitter injected so that backoff costs no wall time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.app import provider_options
+from landb_webhook.config import Settings
+from landb_webhook.metrics import Metrics
+from landb_webhook.provider.core import LandbProvider
+from landb_webhook.simulator import ClientConfig
+from landb_webhook.webhook.app import create_api_app
+from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from support.fake_time import FakeTime
+
+OWNERSHIP_NAMESPACE = "default"
+
+
+def simulator_settings(config: ClientConfig, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "os_cloud": config.cloud_name,
+        "kubeconfig": config.kubeconfig,
+        "ownership_store": "configmap",
+        "ownership_namespace": OWNERSHIP_NAMESPACE,
+        "inventory_max_age": 0,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+@dataclass
+class Stack:
+    provider: LandbProvider
+    nodes: KubernetesNodeSource
+    servers: OpenStackServerStore
+    ownership: ConfigMapOwnershipStore
+    metrics: Metrics
+    settings: Settings
+
+    def close(self) -> None:
+        self.nodes.stop()
+        self.servers.close()
+
+
+def build_stack(
+    config: ClientConfig,
+    fake_time: FakeTime,
+    *,
+    seed: int = 0,
+    node_clock: Callable[[], float] = time.monotonic,
+    watch_timeout: int = 60,
+    **overrides: Any,
+) -> Stack:
+    """Start the node watch and wait for its first sync; ``overrides`` are Settings fields."""
+    settings = simulator_settings(config, **overrides)
+    api_client = api_client_for(settings.kubeconfig)
+    nodes = KubernetesNodeSource.from_settings(
+        settings, api_client, clock=node_clock, watch_timeout=watch_timeout, backoff_max=0.5
+    )
+    servers = OpenStackServerStore.from_settings(
+        settings,
+        clouds_yaml=config.clouds_yaml,
+        clock=fake_time.monotonic,
+        sleep=fake_time.sleep,
+        chance=random.Random(seed),
+    )
+    ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
+    metrics = Metrics.create(process_metrics=False)
+    provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics)
+    nodes.start()
+    if not nodes.wait_synced(10):
+        nodes.stop()
+        raise TimeoutError("the node cache did not sync")
+    return Stack(provider, nodes, servers, ownership, metrics, settings)
+
+
+@contextlib.contextmanager
+def serving_api(stack: Stack) -> Iterator[httpx.Client]:
+    """The webhook API of ``stack`` on a real uvicorn socket on 127.0.0.1; yields a client for it."""
+    listener = bind_listener("127.0.0.1", 0)
+    app = create_api_app(stack.provider, stack.metrics, request_timeout=stack.settings.request_timeout)
+    servers = HttpServers([(app, listener)], graceful_timeout=1)
+    thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(base_url=listener_url(listener), timeout=15) as client:
+            yield client
+    finally:
+        servers.stop()
+        thread.join(10)
