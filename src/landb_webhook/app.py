@@ -18,7 +18,7 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.config import SettingError, Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore, UpstreamError
-from landb_webhook.provider.core import LandbProvider, ProviderOptions
+from landb_webhook.provider.core import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.health import HealthPolicy
 
 log = structlog.get_logger(__name__)
@@ -54,6 +54,11 @@ def provider_options(settings: Settings) -> ProviderOptions:
             grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
         ),
         adopt_existing=settings.adopt_existing,
+        removal_guard=RemovalGuard(
+            max_share=settings.max_removal_share,
+            min_count=settings.max_removal_min_count,
+            allow=settings.allow_mass_removal,
+        ),
     )
 
 

@@ -132,6 +132,24 @@ class Settings(BaseSettings):
         "when external-dns wants its name (its carriers keep their N), instead of left alone.",
     )
 
+    # Safety
+    max_removal_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Largest share of the published aliases one apply may remove; a larger removal is "
+        "refused whole (503) as a likely mistake (a source misconfigured, a namespace deleted).",
+    )
+    max_removal_min_count: int = Field(
+        5,
+        ge=1,
+        description="Removals of fewer aliases than this are never refused by the share rule "
+        "(small clusters).",
+    )
+    allow_mass_removal: bool = Field(
+        False, description="Let one apply remove more than the share above (set it for one loop)."
+    )
+
     # Operation
     dry_run: bool = Field(False, description="Log every metadata write instead of doing it.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
