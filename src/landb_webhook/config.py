@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from landb_webhook.adapters.selector import (
@@ -150,6 +150,27 @@ class Settings(BaseSettings):
         False, description="Let one apply remove more than the share above (set it for one loop)."
     )
 
+    # Single writer
+    leader_election: bool = Field(
+        True,
+        description="Apply changes only while holding a coordination.k8s.io Lease, so that two replicas "
+        "never write at once; a replica without it answers ApplyChanges with 503 naming the holder.",
+    )
+    lease_name: str = Field("landb-webhook", description="Name of the writer Lease.")
+    lease_namespace: str | None = Field(
+        None, description="Namespace of the writer Lease; unset means the ownership namespace."
+    )
+    lease_identity: str | None = Field(
+        None, description="This replica's holderIdentity; unset means the pod name and a random suffix."
+    )
+    lease_duration: float = Field(
+        15.0, gt=0, description="Seconds a Lease not renewed stays with its holder before another takes it."
+    )
+    lease_renew_deadline: float = Field(
+        10.0, gt=0, description="Seconds the holder keeps writing without a successful renewal."
+    )
+    lease_retry_period: float = Field(2.0, gt=0, description="Seconds between acquire or renew attempts.")
+
     # Operation
     dry_run: bool = Field(False, description="Log every metadata write instead of doing it.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
@@ -174,6 +195,15 @@ class Settings(BaseSettings):
         if value and info.data.get("registry") != "txt":
             raise ValueError("adoption claims aliases with TXT records, so it needs registry txt")
         return value
+
+    @model_validator(mode="after")
+    def _lease_timings_are_ordered(self) -> Settings:
+        if not self.lease_duration > self.lease_renew_deadline > 1.2 * self.lease_retry_period:
+            raise ValueError(
+                "--lease-duration (LANDB_LEASE_DURATION) must exceed --lease-renew-deadline, which must "
+                "exceed 1.2 x --lease-retry-period"
+            )
+        return self
 
     @field_validator("dns_domain")
     @classmethod

@@ -29,11 +29,11 @@ from landb_webhook.landb.plan import (
     plan_changes,
 )
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError
+from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
 from landb_webhook.provider.adopt import adoptable
 from landb_webhook.provider.executor import Outcome, PlanExecutor
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
-from landb_webhook.provider.interface import ApplyError, Readiness
+from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
 from landb_webhook.provider.status import analyse
@@ -76,8 +76,12 @@ class ProviderOptions:
     removal_guard: RemovalGuard = field(default_factory=RemovalGuard)
 
 
-class RemovalRefused(ApplyError):
+class RemovalRefused(ApplyRefused):
     """The removal guard refused an apply; nothing was written."""
+
+
+class NotTheWriter(ApplyRefused):
+    """Another replica holds the writer lease; nothing was written."""
 
 
 class LandbProvider:
@@ -90,9 +94,12 @@ class LandbProvider:
         metrics: Metrics,
         *,
         clock: Callable[[], float] = time.time,
+        writer_lease: WriterLease | None = None,
     ) -> None:
-        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period."""
+        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period;
+        ``writer_lease`` None: this is the only replica, it always writes."""
         self._nodes = nodes
+        self._writer_lease = writer_lease
         self._servers = servers
         self._ownership = ownership
         self._options = options
@@ -221,6 +228,7 @@ class LandbProvider:
     # -- ApplyChanges -----------------------------------------------------------------------
 
     def apply_changes(self, changes: Changes) -> None:
+        self._require_writer_lease()
         if not self._apply_lock.acquire(blocking=False):
             raise ApplyError("another ApplyChanges is still running")
         try:
@@ -354,6 +362,15 @@ class LandbProvider:
             else:
                 log.warning("node unhealthy: it carries no alias", node=node, problems=_problems(verdict))
         self._verdicts = seen
+
+    def _require_writer_lease(self) -> None:
+        """Single writer: a replica that does not hold the lease refuses to apply anything."""
+        if self._writer_lease is None or self._writer_lease.held():
+            return
+        holder = self._writer_lease.holder()
+        self._metrics.refused_changes_total.labels(reason="not_the_writer").inc()
+        log.warning("apply refused: another replica holds the writer lease", holder=holder)
+        raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
 
     def _guard_removals(self, withdraw: set[str], published: Mapping[str, Iterable[str]]) -> None:
         """THE REMOVAL GUARD: refuse, before anything is written, an apply that withdraws too many aliases."""

@@ -36,7 +36,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
-from landb_webhook.provider.interface import ApplyError, Readiness, WebhookProvider
+from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
     WireFormatError,
@@ -196,6 +196,10 @@ def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
                 "upstream failed", upstream=error.upstream, reason=error.reason, path=request.url.path
             )
             return _failure(503, f"{error.upstream} unavailable: {error.reason}")
+        except ApplyRefused as error:
+            _note(request, reason=str(error))
+            _log.warning("changes refused", reason=str(error))
+            return _failure(503, f"changes refused: {error}")
         except ApplyError as error:
             _note(request, reason=str(error))
             _log.warning("changes not fully applied", reason=str(error))
