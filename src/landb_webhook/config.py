@@ -98,6 +98,11 @@ class Settings(BaseSettings):
         description="A CERN cluster's cloud.conf file ([Global] section) to take the OpenStack "
         "credentials from, instead of clouds.yaml.",
     )
+    os_cacert: Path | None = Field(
+        None,
+        description="CA bundle to verify OpenStack's TLS certificates with (else clouds.yaml `cacert`, "
+        "cloud.conf `ca-file`, or the system CAs); verification is never turned off by the webhook.",
+    )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."
     )

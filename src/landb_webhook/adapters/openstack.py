@@ -81,6 +81,7 @@ class OpenStackServerStore:
         timeout: float = 5.0,
         clouds_yaml: Path | None = None,
         cloud_conf: Path | None = None,
+        cacert: Path | None = None,
         max_retries: int = 2,
         retry_backoff: float = 0.2,
         max_name_filter_length: int = 2048,
@@ -93,6 +94,7 @@ class OpenStackServerStore:
 
         ``clouds_yaml`` reads that file instead of the standard clouds.yaml locations (demo and tests);
         ``cloud_conf`` takes the credentials from a CERN cluster's cloud.conf instead (adapters.cloudconf).
+        ``cacert`` is the CA bundle TLS certificates are verified with, overriding the configuration's.
         ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
         that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
         ``metrics`` receives the count and duration of every call; ``clock`` (seconds) dates failures.
@@ -101,6 +103,7 @@ class OpenStackServerStore:
         self._timeout = timeout
         self._clouds_yaml = clouds_yaml
         self._cloud_conf = cloud_conf
+        self._tls: dict[str, Any] = {"cacert": str(cacert)} if cacert is not None else {}
         self._max_retries = max_retries
         self._retry_backoff = retry_backoff
         self._max_name_filter_length = max_name_filter_length
@@ -125,6 +128,7 @@ class OpenStackServerStore:
             clouds_yaml=clouds_yaml,
             cloud_conf=settings.os_cloud_conf,
             metrics=metrics,
+            cacert=settings.os_cacert,
         )
 
     def close(self) -> None:
@@ -250,7 +254,7 @@ class OpenStackServerStore:
         with self._lock:
             if self._conn is None:
                 if self._cloud_conf is not None:
-                    options = cloudconf.connection_options(self._cloud_conf)
+                    options = {**cloudconf.connection_options(self._cloud_conf), **self._tls}
                     self._conn = openstack.connect(
                         load_yaml_config=False, load_envvars=False, api_timeout=self._timeout, **options
                     )
@@ -258,10 +262,11 @@ class OpenStackServerStore:
                     loader = openstack.config.OpenStackConfig(
                         config_files=[str(self._clouds_yaml)], load_envvars=False
                     )
-                    region = loader.get_one(cloud=self._cloud, api_timeout=self._timeout)
+                    region = loader.get_one(cloud=self._cloud, api_timeout=self._timeout, **self._tls)
                     self._conn = openstack.connection.Connection(config=region)
                 else:
-                    self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout)
+                    self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout, **self._tls)
+                _warn_if_unverified(self._conn)
             return self._conn
 
     def unavailable(self) -> str | None:
@@ -333,6 +338,17 @@ class OpenStackServerStore:
             self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
                 now - started
             )
+
+
+def _warn_if_unverified(conn: openstack.connection.Connection) -> None:
+    """The webhook never turns TLS verification off; a configuration that does is said out loud."""
+    verify, _cert = conn.config.get_requests_verify_args()
+    if verify is False:
+        log.warning(
+            "TLS verification of OpenStack is OFF (verify: false or insecure: true in the cloud's "
+            "configuration): credentials may be sent to an impostor",
+            hint="remove it and set LANDB_OS_CACERT (or cacert in clouds.yaml) to the CA bundle instead",
+        )
 
 
 def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:
