@@ -19,10 +19,9 @@ from e2e.e2e_support import WebhookProcess, http_get, http_post
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.config import Settings
-from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.ports import Node, UpstreamError
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.webhook.wire import encode_changes
+from support.external_dns import create_with_claim
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "landb_webhook"
 NO_NODES: list[Node] = []
@@ -146,17 +145,6 @@ def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> 
     process.stop()
 
 
-def claim_and_record(label: str) -> bytes:
-    name = f"{label}.cern.ch"
-    claim = Endpoint(
-        f"a-{name}",
-        "TXT",
-        ('"heritage=external-dns,external-dns/owner=test,external-dns/resource=ingress/default/x"',),
-        labels=(("ownedRecord", name),),
-    )
-    return encode_changes(Changes(create=(Endpoint(name, "A", ("192.0.2.1",)), claim)))
-
-
 def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer(
     simulator: Simulator, webhook: WebhookProcess
 ) -> None:
@@ -168,7 +156,7 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
     def loop(label: str) -> None:
         for status, body in (
             http_get(webhook.api_port, "/records")[::2],
-            http_post(webhook.api_port, "/records", claim_and_record(label), {}),
+            http_post(webhook.api_port, "/records", create_with_claim(label), {}),
         ):
             statuses.append(status)
             bodies.append(body)

@@ -15,27 +15,15 @@ from typing import Any
 import pytest
 
 from e2e.e2e_support import WebhookProcess, http_post
-from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.kube_store import LEASES
-from landb_webhook.webhook.wire import encode_changes
+from support.external_dns import create_with_claim
 
 NAMESPACE = "default"
 LEASE = "landb-webhook"
 TAKEOVER_DEADLINE = 20.0
 """Seconds the test waits for a takeover the 2 s lease makes happen in about 2 s."""
-
-
-def create(label: str) -> bytes:
-    name = f"{label}.cern.ch"
-    claim = Endpoint(
-        f"a-{name}",
-        "TXT",
-        ('"heritage=external-dns,external-dns/owner=test,external-dns/resource=ingress/default/x"',),
-        labels=(("ownedRecord", name),),
-    )
-    return encode_changes(Changes(create=(Endpoint(name, "A", ("192.0.2.1",)), claim)))
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = TAKEOVER_DEADLINE) -> Any:
@@ -100,7 +88,7 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
 ) -> None:
     holder_process, standby = replicas
 
-    status, body = http_post(standby.api_port, "/records", create("app"), {})
+    status, body = http_post(standby.api_port, "/records", create_with_claim("app"), {})
     assert status == 503
     assert json.loads(body) == {
         "error": "changes refused: not the writer: the writer lease is held by replica-a"
@@ -108,7 +96,7 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     assert api_writes(simulator) == 0
     assert published(simulator) == set()
 
-    status, _ = http_post(holder_process.api_port, "/records", create("app"), {})
+    status, _ = http_post(holder_process.api_port, "/records", create_with_claim("app"), {})
     assert status == 204
     assert published(simulator) == {"app"}
 
@@ -117,7 +105,7 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     holder_process._process.wait()
     wait_for(lambda: holder(simulator) == "replica-b", "replica-b to take over the expired lease")
 
-    status, body = http_post(standby.api_port, "/records", create("web"), {})
+    status, body = http_post(standby.api_port, "/records", create_with_claim("web"), {})
     assert (status, body) == (204, b"")
     assert published(simulator) == {"app", "web"}
     assert '"writer lease acquired: this replica applies changes"' in standby.log_text()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.webhook.wire import encode_changes
 
 OWNED_RECORD = "ownedRecord"
 
@@ -105,3 +106,9 @@ def plan(
         ),
         unowned,
     )
+
+
+def create_with_claim(label: str, owner: str = "test", domain: str = "cern.ch") -> bytes:
+    """The POST /records body external-dns sends to create ``<label>.<domain>`` with its TXT claim."""
+    record = Endpoint(f"{label}.{domain}", "A", ("192.0.2.1",))
+    return encode_changes(Changes(create=(record, ownership_record(record, owner))))
