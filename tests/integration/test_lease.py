@@ -6,6 +6,8 @@ The elector talks to the simulated Kubernetes API through the real kubernetes cl
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -111,6 +113,15 @@ def test_leases_are_listed_and_discovered(leases: client.CoordinationV1Api, kube
     assert [item.metadata.name for item in leases.list_namespaced_lease(NAMESPACE).items] == [LEASE]
     groups = client.ApisApi(kube_api_client).get_api_versions()
     assert "coordination.k8s.io" in {group.name for group in groups.groups}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_shows_the_lease_holder(leases: client.CoordinationV1Api, sim_clients: Any) -> None:
+    leases.create_namespaced_lease(NAMESPACE, lease_body("pod-1"))
+    shown = subprocess.run(
+        ["kubectl", "get", "lease", "-n", NAMESPACE], capture_output=True, text=True, check=True, timeout=30
+    )
+    assert shown.stdout.split("\n")[1].split()[:2] == [LEASE, "pod-1"]
 
 
 # -- the elector -----------------------------------------------------------------------------------------
