@@ -1,7 +1,8 @@
-"""Single writer: the simulator's Lease API, and the elector driven round by round with an injected clock.
+"""Single writer: the Lease API, and the elector driven round by round with an injected clock.
 
-The elector talks to the simulated Kubernetes API through the real kubernetes client; time is a
-:class:`Clock` the test moves, so expiry and the renew deadline are exercised without waiting.
+The elector talks through the real kubernetes client to the simulator and, where the test needs no
+injected fault, to a real kube-apiserver as the webhook's ServiceAccount bound by deploy/rbac.yaml. Time
+is a :class:`Clock` the test moves, so expiry and the renew deadline are exercised without waiting.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from structlog.testing import capture_logs
 
+from landb_webhook.adapters.kubernetes import json_body
 from landb_webhook.adapters.lease import LeaseElector
 from landb_webhook.simulator import Simulator
-from landb_webhook.simulator.kube_store import LEASES
+from support.clusters import KubeCluster
 
-NAMESPACE = "landb"
 LEASE = "landb-webhook"
 DURATION, RENEW_DEADLINE, RETRY = 15.0, 10.0, 2.0
 
@@ -39,13 +40,19 @@ def leases(kube_api_client: client.ApiClient) -> client.CoordinationV1Api:
 
 
 @pytest.fixture
-def make_elector(leases: client.CoordinationV1Api) -> Iterator[Callable[..., LeaseElector]]:
+def namespace(kube_cluster: KubeCluster) -> str:
+    """The webhook's namespace: where deploy/rbac.yaml lets it hold a Lease."""
+    return kube_cluster.namespace
+
+
+@pytest.fixture
+def make_elector(leases: client.CoordinationV1Api, namespace: str) -> Iterator[Callable[..., LeaseElector]]:
     made: list[LeaseElector] = []
 
     def make(identity: str, clock: Clock) -> LeaseElector:
         elector = LeaseElector(
             leases,
-            namespace=NAMESPACE,
+            namespace=namespace,
             name=LEASE,
             identity=identity,
             lease_duration=DURATION,
@@ -62,64 +69,70 @@ def make_elector(leases: client.CoordinationV1Api) -> Iterator[Callable[..., Lea
         elector.stop()
 
 
-def stored_spec(simulator: Simulator) -> dict[str, Any]:
-    lease = simulator.state.kube.get(LEASES, NAMESPACE, LEASE)
-    assert lease is not None
-    spec: dict[str, Any] = lease["spec"]
+def stored_spec(leases: client.CoordinationV1Api, namespace: str) -> dict[str, Any]:
+    """The Lease's spec as the API server stores it (raw JSON: holderIdentity, renewTime, ...)."""
+    spec: dict[str, Any] = json_body(leases.read_namespaced_lease(LEASE, namespace, _preload_content=False))[
+        "spec"
+    ]
     return spec
 
 
-# -- the simulator's Lease API, as the real API server behaves -------------------------------------------
+# -- the Lease API (the simulator behaves as the real API server) ----------------------------------------
 
 
-def lease_body(holder: str) -> dict[str, Any]:
+def lease_body(holder: str, namespace: str) -> dict[str, Any]:
     return {
-        "metadata": {"name": LEASE, "namespace": NAMESPACE},
+        "metadata": {"name": LEASE, "namespace": namespace},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
     }
 
 
 def test_leases_are_created_read_and_replaced_with_optimistic_concurrency(
-    leases: client.CoordinationV1Api,
+    leases: client.CoordinationV1Api, namespace: str
 ) -> None:
-    created = leases.create_namespaced_lease(NAMESPACE, lease_body("a"))
+    created = leases.create_namespaced_lease(namespace, lease_body("a", namespace))
     assert created.api_version == "coordination.k8s.io/v1"
-    assert leases.read_namespaced_lease(LEASE, NAMESPACE).spec.holder_identity == "a"
+    assert leases.read_namespaced_lease(LEASE, namespace).spec.holder_identity == "a"
 
     created.spec.holder_identity = "b"
-    replaced = leases.replace_namespaced_lease(LEASE, NAMESPACE, created)
+    replaced = leases.replace_namespaced_lease(LEASE, namespace, created)
     assert replaced.metadata.resource_version != created.metadata.resource_version
 
     created.spec.holder_identity = "c"  # still carries the resourceVersion read before "b" was written
     with pytest.raises(ApiException) as stale:
-        leases.replace_namespaced_lease(LEASE, NAMESPACE, created)
+        leases.replace_namespaced_lease(LEASE, namespace, created)
     assert stale.value.status == 409
     with pytest.raises(ApiException) as twice:
-        leases.create_namespaced_lease(NAMESPACE, lease_body("d"))
+        leases.create_namespaced_lease(namespace, lease_body("d", namespace))
     assert twice.value.status == 409
-    assert leases.read_namespaced_lease(LEASE, NAMESPACE).spec.holder_identity == "b"
+    assert leases.read_namespaced_lease(LEASE, namespace).spec.holder_identity == "b"
 
 
-def test_an_invalid_lease_is_refused_with_422(leases: client.CoordinationV1Api) -> None:
-    body = lease_body("a")
+def test_an_invalid_lease_is_refused_with_422(leases: client.CoordinationV1Api, namespace: str) -> None:
+    body = lease_body("a", namespace)
     body["spec"]["leaseDurationSeconds"] = 0
     with pytest.raises(ApiException) as invalid:
-        leases.create_namespaced_lease(NAMESPACE, body)
+        leases.create_namespaced_lease(namespace, body)
     assert invalid.value.status == 422
 
 
-def test_leases_are_listed_and_discovered(leases: client.CoordinationV1Api, kube_api_client: Any) -> None:
-    leases.create_namespaced_lease(NAMESPACE, lease_body("a"))
-    assert [item.metadata.name for item in leases.list_namespaced_lease(NAMESPACE).items] == [LEASE]
+def test_the_simulator_lists_and_discovers_leases(
+    simulator: Simulator, leases: client.CoordinationV1Api, kube_api_client: Any, namespace: str
+) -> None:
+    """(The webhook's ServiceAccount may not list leases on a real cluster: it never needs to.)"""
+    leases.create_namespaced_lease(namespace, lease_body("a", namespace))
+    assert [item.metadata.name for item in leases.list_namespaced_lease(namespace).items] == [LEASE]
     groups = client.ApisApi(kube_api_client).get_api_versions()
     assert "coordination.k8s.io" in {group.name for group in groups.groups}
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_kubectl_shows_the_lease_holder(leases: client.CoordinationV1Api, sim_clients: Any) -> None:
-    leases.create_namespaced_lease(NAMESPACE, lease_body("pod-1"))
+def test_kubectl_shows_the_lease_holder(
+    leases: client.CoordinationV1Api, sim_clients: Any, namespace: str
+) -> None:
+    leases.create_namespaced_lease(namespace, lease_body("pod-1", namespace))
     shown = subprocess.run(
-        ["kubectl", "get", "lease", "-n", NAMESPACE], capture_output=True, text=True, check=True, timeout=30
+        ["kubectl", "get", "lease", "-n", namespace], capture_output=True, text=True, check=True, timeout=30
     )
     assert shown.stdout.split("\n")[1].split()[:2] == [LEASE, "pod-1"]
 
@@ -128,7 +141,7 @@ def test_kubectl_shows_the_lease_holder(leases: client.CoordinationV1Api, sim_cl
 
 
 def test_the_first_replica_creates_the_lease_and_holds_it(
-    simulator: Simulator, make_elector: Callable[..., LeaseElector]
+    leases: client.CoordinationV1Api, namespace: str, make_elector: Callable[..., LeaseElector]
 ) -> None:
     clock = Clock()
     first = make_elector("replica-a", clock)
@@ -136,12 +149,12 @@ def test_the_first_replica_creates_the_lease_and_holds_it(
     assert first.try_acquire_or_renew()
 
     assert first.held()
-    assert stored_spec(simulator)["holderIdentity"] == "replica-a"
-    assert stored_spec(simulator)["leaseTransitions"] == 0
+    assert stored_spec(leases, namespace)["holderIdentity"] == "replica-a"
+    assert stored_spec(leases, namespace)["leaseTransitions"] == 0
 
 
 def test_another_replica_waits_until_the_lease_expires_then_takes_it_over(
-    simulator: Simulator, make_elector: Callable[..., LeaseElector]
+    leases: client.CoordinationV1Api, namespace: str, make_elector: Callable[..., LeaseElector]
 ) -> None:
     clock_a, clock_b = Clock(), Clock()
     holder, standby = make_elector("replica-a", clock_a), make_elector("replica-b", clock_b)
@@ -159,19 +172,19 @@ def test_another_replica_waits_until_the_lease_expires_then_takes_it_over(
     clock_b.now += 0.2  # and only later, the lease expires for the standby
     assert standby.try_acquire_or_renew()
     assert standby.held()
-    assert stored_spec(simulator)["holderIdentity"] == "replica-b"
-    assert stored_spec(simulator)["leaseTransitions"] == 1
+    assert stored_spec(leases, namespace)["holderIdentity"] == "replica-b"
+    assert stored_spec(leases, namespace)["leaseTransitions"] == 1
     assert not holder.try_acquire_or_renew()  # it finds replica-b's renewal and stays a standby
     assert holder.holder() == "replica-b"
 
 
 def test_renewing_keeps_the_lease_and_its_acquire_time(
-    simulator: Simulator, make_elector: Callable[..., LeaseElector]
+    leases: client.CoordinationV1Api, namespace: str, make_elector: Callable[..., LeaseElector]
 ) -> None:
     clock = Clock()
     holder, standby = make_elector("replica-a", clock), make_elector("replica-b", Clock())
     assert holder.try_acquire_or_renew()
-    acquired = stored_spec(simulator)["acquireTime"]
+    acquired = stored_spec(leases, namespace)["acquireTime"]
     assert not standby.try_acquire_or_renew()
 
     for _ in range(10):  # far past the lease duration, renewing every retry period
@@ -179,8 +192,8 @@ def test_renewing_keeps_the_lease_and_its_acquire_time(
         assert holder.try_acquire_or_renew()
         assert holder.held()
 
-    assert stored_spec(simulator)["acquireTime"] == acquired
-    assert stored_spec(simulator)["leaseTransitions"] == 0
+    assert stored_spec(leases, namespace)["acquireTime"] == acquired
+    assert stored_spec(leases, namespace)["leaseTransitions"] == 0
 
 
 def test_a_holder_that_cannot_renew_stops_writing_at_the_renew_deadline(
@@ -218,7 +231,7 @@ def test_losing_the_race_for_the_lease_is_not_an_error(
 
 
 def test_stopping_releases_the_lease_so_a_successor_takes_over_at_once(
-    simulator: Simulator, make_elector: Callable[..., LeaseElector]
+    leases: client.CoordinationV1Api, namespace: str, make_elector: Callable[..., LeaseElector]
 ) -> None:
     holder, successor = make_elector("replica-a", Clock()), make_elector("replica-b", Clock())
     assert holder.try_acquire_or_renew()
@@ -227,13 +240,13 @@ def test_stopping_releases_the_lease_so_a_successor_takes_over_at_once(
     holder.stop()
 
     assert not holder.held()
-    assert stored_spec(simulator)["holderIdentity"] == ""
+    assert stored_spec(leases, namespace)["holderIdentity"] == ""
     assert successor.try_acquire_or_renew()
-    assert stored_spec(simulator)["holderIdentity"] == "replica-b"
+    assert stored_spec(leases, namespace)["holderIdentity"] == "replica-b"
 
 
-def test_timings_out_of_order_are_refused(leases: client.CoordinationV1Api) -> None:
+def test_timings_out_of_order_are_refused(leases: client.CoordinationV1Api, namespace: str) -> None:
     with pytest.raises(ValueError, match="lease_duration > renew_deadline"):
         LeaseElector(
-            leases, namespace=NAMESPACE, name=LEASE, identity="x", lease_duration=5, renew_deadline=5
+            leases, namespace=namespace, name=LEASE, identity="x", lease_duration=5, renew_deadline=5
         )
