@@ -6,7 +6,7 @@ UV := .tools/bin/uv
 VENV := .venv
 TOOLS_DIR ?= $(HOME)/.cache/landb-webhook
 
-.PHONY: demo test lint e2e-tools kube-tools deploy-tools bench clean
+.PHONY: demo test lint e2e-tools kube-tools deploy-tools bench soak clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -36,6 +36,9 @@ deploy-tools:  ## build helm and fetch the official external-dns chart the deplo
 
 bench: $(VENV)/.synced  ## API calls and writes, side by side (see bench/README.md)
 	$(VENV)/bin/python -m bench.run
+
+soak: $(VENV)/.synced  ## 2,000 steady-state loops: nothing written, the webhook's RSS at start and end
+	$(VENV)/bin/python -m bench.soak
 
 clean:
 	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -12,13 +12,14 @@ import structlog
 from landb_webhook.adapters import cloudconf
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
+from landb_webhook.adapters.lease import LeaseElector
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.config import SettingError, Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore, UpstreamError
-from landb_webhook.provider.core import LandbProvider, ProviderOptions
+from landb_webhook.provider.core import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.health import HealthPolicy
 
 log = structlog.get_logger(__name__)
@@ -30,12 +31,16 @@ class Resources:
 
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
+    lease: LeaseElector | None = None
     closed: bool = field(default=False)
 
     def close(self) -> None:
+        """Called once the last apply has finished: the lease is released last, for the next replica."""
         if self.closed:
             return
         self.closed = True
+        if self.lease is not None:
+            self.lease.stop()
         self.nodes.stop()
         self.servers.close()
 
@@ -54,6 +59,11 @@ def provider_options(settings: Settings) -> ProviderOptions:
             grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
         ),
         adopt_existing=settings.adopt_existing,
+        removal_guard=RemovalGuard(
+            max_share=settings.max_removal_share,
+            min_count=settings.max_removal_min_count,
+            allow=settings.allow_mass_removal,
+        ),
     )
 
 
@@ -103,10 +113,23 @@ def build_provider(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
             consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",
         )
+    lease = None
+    if settings.leader_election:
+        lease = LeaseElector.from_settings(settings, api_client_for(settings.kubeconfig))
+        resources.lease = lease
     provider = LandbProvider(
-        ports.nodes, ports.servers, ports.ownership, provider_options(settings), metrics, clock=clock
+        ports.nodes,
+        ports.servers,
+        ports.ownership,
+        provider_options(settings),
+        metrics,
+        clock=clock,
+        writer_lease=lease,
     )
     ports.nodes.start()
+    if lease is not None:
+        lease.start()
+        log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
     return provider, resources
 
 

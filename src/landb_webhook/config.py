@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from landb_webhook.adapters.selector import (
@@ -105,6 +105,11 @@ class Settings(BaseSettings):
         description="A CERN cluster's cloud.conf file ([Global] section) to take the OpenStack "
         "credentials from, instead of clouds.yaml.",
     )
+    os_cacert: Path | None = Field(
+        None,
+        description="CA bundle to verify OpenStack's TLS certificates with (else clouds.yaml `cacert`, "
+        "cloud.conf `ca-file`, or the system CAs); verification is never turned off by the webhook.",
+    )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."
     )
@@ -153,6 +158,45 @@ class Settings(BaseSettings):
         "when external-dns wants its name (its carriers keep their N), instead of left alone.",
     )
 
+    # Safety
+    max_removal_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Largest share of the published aliases one apply may remove; a larger removal is "
+        "refused whole (503) as a likely mistake (a source misconfigured, a namespace deleted).",
+    )
+    max_removal_min_count: int = Field(
+        5,
+        ge=1,
+        description="Removals of fewer aliases than this are never refused by the share rule "
+        "(small clusters).",
+    )
+    allow_mass_removal: bool = Field(
+        False, description="Let one apply remove more than the share above (set it for one loop)."
+    )
+
+    # Single writer
+    leader_election: bool = Field(
+        True,
+        description="Apply changes only while holding a coordination.k8s.io Lease, so that two replicas "
+        "never write at once; a replica without it answers ApplyChanges with 503 naming the holder.",
+    )
+    lease_name: str = Field("landb-webhook", description="Name of the writer Lease.")
+    lease_namespace: str | None = Field(
+        None, description="Namespace of the writer Lease; unset means the ownership namespace."
+    )
+    lease_identity: str | None = Field(
+        None, description="This replica's holderIdentity; unset means the pod name and a random suffix."
+    )
+    lease_duration: float = Field(
+        15.0, gt=0, description="Seconds a Lease not renewed stays with its holder before another takes it."
+    )
+    lease_renew_deadline: float = Field(
+        10.0, gt=0, description="Seconds the holder keeps writing without a successful renewal."
+    )
+    lease_retry_period: float = Field(2.0, gt=0, description="Seconds between acquire or renew attempts.")
+
     # Operation
     dry_run: bool = Field(False, description="Log every metadata write instead of doing it.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
@@ -177,6 +221,15 @@ class Settings(BaseSettings):
         if value and info.data.get("registry") != "txt":
             raise ValueError("adoption claims aliases with TXT records, so it needs registry txt")
         return value
+
+    @model_validator(mode="after")
+    def _lease_timings_are_ordered(self) -> Settings:
+        if not self.lease_duration > self.lease_renew_deadline > 1.2 * self.lease_retry_period:
+            raise ValueError(
+                "--lease-duration (LANDB_LEASE_DURATION) must exceed --lease-renew-deadline, which must "
+                "exceed 1.2 x --lease-retry-period"
+            )
+        return self
 
     @field_validator("dns_domain")
     @classmethod

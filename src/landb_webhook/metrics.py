@@ -30,6 +30,7 @@ OPENSTACK_OPERATIONS = ("list_servers", "get_server", "set_metadata", "delete_me
 UPSTREAMS = ("nova", "keystone", "kubernetes")
 OPENSTACK_RESULTS = ("ok", "error", "auth_error")
 """``auth_error``: Keystone failed before the call could be made; ``error``: Nova failed or did not answer."""
+REJECTION_REASONS = ("not_json", "wrong_shape", "too_large")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class Metrics:
     """Nova metadata writes, by ``operation`` (post|delete) and ``result`` (ok|error|dry_run)."""
     refused_changes_total: Counter
     """Changes refused as invalid or impossible, by ``reason``."""
+    rejected_requests_total: Counter
+    """Webhook requests refused before reaching the provider, by ``reason`` (not_json, wrong_shape,
+    too_large)."""
     dropped_endpoints_total: Counter
     """Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by ``reason``."""
     aliases_managed: Gauge
@@ -133,6 +137,13 @@ class Metrics:
                 ["reason"],
                 registry=registry,
             ),
+            rejected_requests_total=Counter(
+                f"{PREFIX}_rejected_requests_total",
+                "Webhook requests refused before reaching the provider, by reason "
+                "(not_json, wrong_shape, too_large).",
+                ["reason"],
+                registry=registry,
+            ),
             dropped_endpoints_total=Counter(
                 f"{PREFIX}_dropped_endpoints_total",
                 "Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by reason.",
@@ -182,4 +193,6 @@ class Metrics:
                 metrics.openstack_api_calls_total.labels(operation=operation, result=result)
         for upstream in UPSTREAMS:
             metrics.upstream_errors_total.labels(upstream=upstream)
+        for reason in REJECTION_REASONS:
+            metrics.rejected_requests_total.labels(reason=reason)
         return metrics

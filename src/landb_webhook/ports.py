@@ -95,3 +95,15 @@ class OwnershipStore(Protocol):
         Deleting a missing record succeeds; upserting a missing one creates it.
         """
         ...
+
+
+class WriterLease(Protocol):
+    """Which one of several webhook replicas may write (adapters.lease: a Kubernetes Lease)."""
+
+    def held(self) -> bool:
+        """True while this replica may write; may wait briefly for the first election round."""
+        ...
+
+    def holder(self) -> str:
+        """The replica that may write, as far as this one knows (for the refusal message)."""
+        ...

@@ -160,3 +160,9 @@ def loop_over_http(
     applied = client.post("/records", content=encode_changes(changes), headers={"Content-Type": MEDIA_TYPE})
     loop.statuses.append(applied.status_code)
     return loop
+
+
+def create_with_claim(label: str, owner: str = "test", domain: str = "cern.ch") -> bytes:
+    """The POST /records body external-dns sends to create ``<label>.<domain>`` with its TXT claim."""
+    record = Endpoint(f"{label}.{domain}", "A", ("192.0.2.1",))
+    return encode_changes(Changes(create=(record, ownership_record(record, owner))))

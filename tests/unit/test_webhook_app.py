@@ -12,25 +12,20 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.logs import configure_logging, reset_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import Readiness, WebhookProvider
-from landb_webhook.webhook.app import ProviderCalls, create_api_app, create_health_app
+from landb_webhook.webhook.app import create_api_app
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
 from support.memory_provider import InMemoryProvider
-
-WAIT = 5.0
-"""Upper bound for anything that should happen promptly; only reached when a test fails."""
+from support.serving import WAIT, Webhook, client, serving
 
 FOO = Endpoint(dns_name="foo.bar.com", record_type="A", targets=("1.2.3.4",))
 CREATE_FOO = encode_changes(Changes(create=(FOO,)))
@@ -96,45 +91,6 @@ class ProviderSlot:
 
     def readiness(self) -> Readiness:
         return self.current.readiness()
-
-
-@dataclass
-class Webhook:
-    api: httpx.Client
-    health: httpx.Client
-    metrics: Metrics
-    api_app: Starlette
-
-    @property
-    def calls(self) -> ProviderCalls:
-        calls: ProviderCalls = self.api_app.state.provider_calls
-        return calls
-
-
-def client(base_url: str) -> httpx.Client:
-    return httpx.Client(base_url=base_url, timeout=WAIT)
-
-
-@contextmanager
-def serving(provider: WebhookProvider, *, request_timeout: float = WAIT) -> Iterator[Webhook]:
-    """Both apps on real sockets, served by uvicorn from a background thread's event loop."""
-    metrics = Metrics.create(process_metrics=False)
-    api_listener = bind_listener("127.0.0.1", 0)
-    health_listener = bind_listener("127.0.0.1", 0)
-    api_app = create_api_app(provider, metrics, request_timeout=request_timeout)
-    servers = HttpServers(
-        [(api_app, api_listener), (create_health_app(provider, metrics), health_listener)], graceful_timeout=1
-    )
-    thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
-    thread.start()
-    # No waiting for start-up: the sockets already listen, connections queue until uvicorn accepts them.
-    with client(listener_url(api_listener)) as api, client(listener_url(health_listener)) as health:
-        try:
-            yield Webhook(api=api, health=health, metrics=metrics, api_app=api_app)
-        finally:
-            servers.stop()
-            thread.join(WAIT)
-    assert not thread.is_alive(), "the servers did not stop"
 
 
 @pytest.fixture

@@ -7,11 +7,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import structlog
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.ports import UpstreamError
+
+log = structlog.get_logger(__name__)
 
 UPSTREAM = "kubernetes"
 _MAX_REASON_LENGTH = 200
@@ -33,6 +36,12 @@ def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    if not configuration.verify_ssl:
+        log.warning(
+            "TLS verification of the Kubernetes API is OFF (insecure-skip-tls-verify in the kubeconfig): "
+            "the service account token may be sent to an impostor",
+            hint="remove it; the kubeconfig's certificate-authority(-data) or the in-cluster CA verifies it",
+        )
     return client.ApiClient(configuration)
 
 

@@ -86,6 +86,7 @@ class OpenStackServerStore:
         timeout: float = 5.0,
         clouds_yaml: Path | None = None,
         cloud_conf: Path | None = None,
+        cacert: Path | None = None,
         retry: RetryPolicy | None = None,
         budget: float = 10.0,
         max_name_filter_length: int = 2048,
@@ -100,6 +101,7 @@ class OpenStackServerStore:
 
         ``clouds_yaml`` reads that file instead of the standard clouds.yaml locations (demo and tests);
         ``cloud_conf`` takes the credentials from a CERN cluster's cloud.conf instead (adapters.cloudconf).
+        ``cacert`` is the CA bundle TLS certificates are verified with, overriding the configuration's.
         ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
         that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
         ``metrics`` receives the count and duration of every call. ``budget`` bounds one operation,
@@ -115,6 +117,7 @@ class OpenStackServerStore:
         self._clock = clock
         self._sleep = sleep
         self._chance = chance or random.Random()  # noqa: S311 (jitter, not a secret)
+        self._tls: dict[str, Any] = {"cacert": str(cacert)} if cacert is not None else {}
         self._max_name_filter_length = max_name_filter_length
         self._limits_ttl = limits_ttl
         self._metrics = metrics
@@ -141,6 +144,7 @@ class OpenStackServerStore:
             clouds_yaml=clouds_yaml,
             cloud_conf=settings.os_cloud_conf,
             metrics=metrics,
+            cacert=settings.os_cacert,
             retry=RetryPolicy(
                 transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
             ),
@@ -271,7 +275,7 @@ class OpenStackServerStore:
         with self._lock:
             if self._conn is None:
                 if self._cloud_conf is not None:
-                    options = cloudconf.connection_options(self._cloud_conf)
+                    options = {**cloudconf.connection_options(self._cloud_conf), **self._tls}
                     self._conn = openstack.connect(
                         load_yaml_config=False, load_envvars=False, api_timeout=self._timeout, **options
                     )
@@ -279,10 +283,11 @@ class OpenStackServerStore:
                     loader = openstack.config.OpenStackConfig(
                         config_files=[str(self._clouds_yaml)], load_envvars=False
                     )
-                    region = loader.get_one(cloud=self._cloud, api_timeout=self._timeout)
+                    region = loader.get_one(cloud=self._cloud, api_timeout=self._timeout, **self._tls)
                     self._conn = openstack.connection.Connection(config=region)
                 else:
-                    self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout)
+                    self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout, **self._tls)
+                _warn_if_unverified(self._conn)
             return self._conn
 
     def unavailable(self) -> str | None:
@@ -395,6 +400,17 @@ def _status_of(exc: BaseException | None) -> int | None:
     if isinstance(exc, ksa_exceptions.HttpError) and exc.http_status:
         return int(exc.http_status)
     return None
+
+
+def _warn_if_unverified(conn: openstack.connection.Connection) -> None:
+    """The webhook never turns TLS verification off; a configuration that does is said out loud."""
+    verify, _cert = conn.config.get_requests_verify_args()
+    if verify is False:
+        log.warning(
+            "TLS verification of OpenStack is OFF (verify: false or insecure: true in the cloud's "
+            "configuration): credentials may be sent to an impostor",
+            hint="remove it and set LANDB_OS_CACERT (or cacert in clouds.yaml) to the CA bundle instead",
+        )
 
 
 def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:

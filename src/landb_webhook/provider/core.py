@@ -4,14 +4,15 @@ One ApplyChanges, in order (docs/architecture.md, invariants 3 and 4):
 1. read a fresh inventory and the ownership records;
 2. turn the change set into "alias -> servers that must carry it", for the aliases it names only;
 3. refuse what we do not own (registry ``txt``: no TXT claim) and what cannot be an alias;
-4. plan (landb.plan), store new TXT claims, write every addition, then every removal;
-5. drop the TXT claims of aliases whose removal landed.
+4. refuse the whole change set if it would take too many aliases off the air at once (the removal guard);
+5. plan (landb.plan), store new TXT claims, write every addition, then every removal;
+6. drop the TXT claims of aliases whose removal landed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from threading import Lock
 
@@ -28,11 +29,11 @@ from landb_webhook.landb.plan import (
     plan_changes,
 )
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError
+from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
 from landb_webhook.provider.adopt import adoptable
 from landb_webhook.provider.executor import Outcome, PlanExecutor
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
-from landb_webhook.provider.interface import ApplyError, Readiness
+from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
 from landb_webhook.provider.status import analyse
@@ -40,6 +41,24 @@ from landb_webhook.provider.status import analyse
 log = structlog.get_logger(__name__)
 
 ALIAS_RECORD_TYPES = frozenset({"A", "AAAA", "CNAME"})
+
+
+@dataclass(frozen=True)
+class RemovalGuard:
+    """How many aliases one apply may take off the air before it is refused as a likely mistake.
+
+    A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
+    names at once; LanDB would publish that within 15 minutes. An apply withdrawing at least
+    ``min_count`` aliases and more than ``max_share`` of those currently published is refused whole
+    (nothing is written, additions included) unless ``allow`` is set.
+    """
+
+    max_share: float = 0.5
+    min_count: int = 5
+    allow: bool = False
+
+    def trips(self, withdrawn: int, published: int) -> bool:
+        return not self.allow and withdrawn >= self.min_count and withdrawn > self.max_share * published
 
 
 @dataclass(frozen=True)
@@ -54,6 +73,15 @@ class ProviderOptions:
     dry_run: bool = False
     health: HealthPolicy = field(default_factory=HealthPolicy)
     adopt_existing: bool = False
+    removal_guard: RemovalGuard = field(default_factory=RemovalGuard)
+
+
+class RemovalRefused(ApplyRefused):
+    """The removal guard refused an apply; nothing was written."""
+
+
+class NotTheWriter(ApplyRefused):
+    """Another replica holds the writer lease; nothing was written."""
 
 
 class LandbProvider:
@@ -66,9 +94,12 @@ class LandbProvider:
         metrics: Metrics,
         *,
         clock: Callable[[], float] = time.time,
+        writer_lease: WriterLease | None = None,
     ) -> None:
-        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period."""
+        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period;
+        ``writer_lease`` None: this is the only replica, it always writes."""
         self._nodes = nodes
+        self._writer_lease = writer_lease
         self._servers = servers
         self._ownership = ownership
         self._options = options
@@ -199,6 +230,7 @@ class LandbProvider:
     # -- ApplyChanges -----------------------------------------------------------------------
 
     def apply_changes(self, changes: Changes) -> None:
+        self._require_writer_lease()
         if not self._apply_lock.acquire(blocking=False):
             raise ApplyError("another ApplyChanges is still running")
         try:
@@ -250,6 +282,7 @@ class LandbProvider:
         refused += self._refuse_plain_alias_changes(plain_changes)
 
         placement = self._placement(inventory)
+        self._guard_removals(withdraw, placement.current)
         if publish and not placement.ingress:
             # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
             # to take every name off the air: refuse, loudly, rather than remove every alias.
@@ -332,6 +365,39 @@ class LandbProvider:
             else:
                 log.warning("node unhealthy: it carries no alias", node=node, problems=_problems(verdict))
         self._verdicts = seen
+
+    def _require_writer_lease(self) -> None:
+        """Single writer: a replica that does not hold the lease refuses to apply anything."""
+        if self._writer_lease is None or self._writer_lease.held():
+            return
+        holder = self._writer_lease.holder()
+        self._metrics.refused_changes_total.labels(reason="not_the_writer").inc()
+        log.warning("apply refused: another replica holds the writer lease", holder=holder)
+        raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
+
+    def _guard_removals(self, withdraw: set[str], published: Mapping[str, Iterable[str]]) -> None:
+        """THE REMOVAL GUARD: refuse, before anything is written, an apply that withdraws too many aliases."""
+        guard = self._options.removal_guard
+        going = sorted(label for label in withdraw if any(published.get(label, ())))
+        if not guard.trips(len(going), len(published)):
+            if going and guard.allow:
+                log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
+            return
+        self._metrics.refused_changes_total.labels(reason="removal_guard").inc()
+        log.error(
+            "apply refused: it would remove too many aliases at once",
+            withdrawn=len(going),
+            published=len(published),
+            max_share=guard.max_share,
+            min_count=guard.min_count,
+            aliases=going[:20],
+            hint="if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
+        )
+        raise RemovalRefused(
+            f"removal guard: the apply would remove {len(going)} of {len(published)} aliases "
+            f"(more than {guard.max_share:.0%}); nothing was written. "
+            "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
+        )
 
     # -- helpers ----------------------------------------------------------------------------
 

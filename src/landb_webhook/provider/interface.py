@@ -21,6 +21,10 @@ class Readiness:
     reason: str
 
 
+class ApplyRefused(ApplyError):
+    """The whole change set was refused before anything was written; answered 503 with ``str(self)``."""
+
+
 class WebhookProvider(Protocol):
     def domain_filter(self) -> DomainFilter:
         """Answered at negotiation: must not call any remote API."""

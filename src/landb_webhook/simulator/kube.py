@@ -1,4 +1,5 @@
-"""The Kubernetes core API over HTTP, at ``/``: discovery, nodes, pods, configmaps, namespaces (read-only).
+"""The Kubernetes API over HTTP, at ``/``: discovery, nodes, pods, configmaps, namespaces (read-only), and
+``coordination.k8s.io/v1`` leases (what leader election uses).
 
 Shaped for the official Python client and kubectl: bearer-token authentication, Status objects for errors,
 list/watch with label and field selectors, limit/continue paging, server-side Table rendering (what
@@ -24,8 +25,10 @@ from starlette.routing import BaseRoute, Route
 
 from landb_webhook.adapters.selector import InvalidSelector, LabelSelector
 from landb_webhook.simulator.kube_store import (
+    API_VERSIONS,
     CONFIGMAPS,
     KINDS,
+    LEASES,
     NODES,
     PODS,
     Gone,
@@ -88,6 +91,30 @@ API_RESOURCES = {
         },
     ],
 }
+
+COORDINATION = "coordination.k8s.io"
+COORDINATION_VERSION = f"{COORDINATION}/v1"
+COORDINATION_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": COORDINATION_VERSION,
+    "resources": [
+        {
+            "name": "leases",
+            "singularName": "lease",
+            "namespaced": True,
+            "kind": "Lease",
+            "verbs": [*_VERBS, "deletecollection"],
+            "storageVersionHash": "gqkMMb/YqFM=",
+        }
+    ],
+}
+COORDINATION_GROUP: dict[str, Any] = {
+    "name": COORDINATION,
+    "versions": [{"groupVersion": COORDINATION_VERSION, "version": "v1"}],
+    "preferredVersion": {"groupVersion": COORDINATION_VERSION, "version": "v1"},
+}
+API_GROUPS = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [COORDINATION_GROUP]}
 
 
 def status_body(
@@ -201,6 +228,11 @@ TABLE_COLUMNS = {
         _column("Data", "string", "Data contains the configuration data."),
         _column("Age", "string", "CreationTimestamp is the time the object was created."),
     ],
+    LEASES: [
+        _column("Name", "string", "Name must be unique within a namespace.", fmt="name"),
+        _column("Holder", "string", "The holder of the lease."),
+        _column("Age", "string", "CreationTimestamp is the time the object was created."),
+    ],
     "namespaces": [
         _column("Name", "string", "Name must be unique within a namespace.", fmt="name"),
         _column("Status", "string", "The status of the namespace"),
@@ -228,6 +260,9 @@ def _cells(resource: str, obj: Obj, now: datetime) -> list[Any]:
     if resource == CONFIGMAPS:
         count = len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
         return [obj["metadata"]["name"], count, human_age(created, now)]
+    if resource == LEASES:
+        holder = (obj.get("spec") or {}).get("holderIdentity") or ""
+        return [obj["metadata"]["name"], holder, human_age(created, now)]
     return [obj["metadata"]["name"], "Active", human_age(created, now)]
 
 
@@ -382,6 +417,23 @@ class KubeApi:
                 resource(CONFIGMAPS, single),
                 methods=object_verbs,
             ),
+            Route(f"/apis/{COORDINATION}", auth(self.api_group), methods=["GET"]),
+            Route(f"/apis/{COORDINATION_VERSION}", auth(self.coordination_resources), methods=["GET"]),
+            Route(
+                f"/apis/{COORDINATION_VERSION}/leases",
+                resource(LEASES, {"GET": self.collection}),
+                methods=["GET"],
+            ),
+            Route(
+                f"/apis/{COORDINATION_VERSION}/namespaces/{{namespace}}/leases",
+                resource(LEASES, collection),
+                methods=["GET", "POST"],
+            ),
+            Route(
+                f"/apis/{COORDINATION_VERSION}/namespaces/{{namespace}}/leases/{{name}}",
+                resource(LEASES, single),
+                methods=object_verbs,
+            ),
         ]
 
     def _authenticated(self, handler: Handler) -> Handler:
@@ -433,7 +485,13 @@ class KubeApi:
         )
 
     async def api_groups(self, request: Request) -> Response:
-        return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+        return JSONResponse(API_GROUPS)
+
+    async def api_group(self, request: Request) -> Response:
+        return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", **COORDINATION_GROUP})
+
+    async def coordination_resources(self, request: Request) -> Response:
+        return JSONResponse(COORDINATION_RESOURCES)
 
     async def api_resources(self, request: Request) -> Response:
         return JSONResponse(API_RESOURCES)
@@ -463,7 +521,12 @@ class KubeApi:
             item.pop("kind", None)
             item.pop("apiVersion", None)
         return JSONResponse(
-            {"kind": f"{KINDS[resource]}List", "apiVersion": "v1", "metadata": metadata, "items": items}
+            {
+                "kind": f"{KINDS[resource]}List",
+                "apiVersion": API_VERSIONS[resource],
+                "metadata": metadata,
+                "items": items,
+            }
         )
 
     def watch(

@@ -1,4 +1,5 @@
-"""The Kubernetes object store behind the simulated API: nodes, pods, configmaps, resourceVersions, watches.
+"""The Kubernetes object store behind the simulated API: nodes, pods, configmaps and leases,
+resourceVersions, watches.
 
 It keeps the API server's contracts that clients build on: one global resourceVersion counter (strings on
 the wire), optimistic concurrency on update, a bounded event history so a watch can resume from a recent
@@ -27,14 +28,19 @@ from landb_webhook.simulator.selectors import FieldSelector
 NODES = "nodes"
 PODS = "pods"
 CONFIGMAPS = "configmaps"
-KINDS = {NODES: "Node", PODS: "Pod", CONFIGMAPS: "ConfigMap"}
-NAMESPACED = {NODES: False, PODS: True, CONFIGMAPS: True}
+LEASES = "leases"
+KINDS = {NODES: "Node", PODS: "Pod", CONFIGMAPS: "ConfigMap", LEASES: "Lease"}
+NAMESPACED = {NODES: False, PODS: True, CONFIGMAPS: True, LEASES: True}
+API_VERSIONS = {NODES: "v1", PODS: "v1", CONFIGMAPS: "v1", LEASES: "coordination.k8s.io/v1"}
 
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 DEFAULT_EVENT_WINDOW = 10_000
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+_LEASE_INTEGERS = ("leaseDurationSeconds", "leaseTransitions")
+_LEASE_TIMES = ("acquireTime", "renewTime")
 
 Obj = dict[str, Any]
 
@@ -255,6 +261,8 @@ def _validate(resource: str, obj: Obj) -> None:
                 size += len(key) + len(value.encode())
         if size > MAX_CONFIGMAP_BYTES:
             problems.append(f"[]: Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes")
+    if resource == LEASES:
+        problems += _lease_problems(obj.get("spec") or {})
     if problems:
         raise KubeError(
             422,
@@ -263,6 +271,29 @@ def _validate(resource: str, obj: Obj) -> None:
             name=name,
             resource=resource,
         )
+
+
+def _lease_problems(spec: Any) -> list[str]:
+    """The Lease spec checks of the API server's validation (coordination/validation)."""
+    if not isinstance(spec, dict):
+        return ["spec: Invalid value: must be an object"]
+    problems = []
+    for field in _LEASE_INTEGERS:
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            problems.append(f"spec.{field}: Invalid value: must be an integer")
+        elif field == "leaseDurationSeconds" and value is not None and value <= 0:
+            problems.append(f"spec.{field}: Invalid value: {value}: must be greater than 0")
+        elif field == "leaseTransitions" and value is not None and value < 0:
+            problems.append(f"spec.{field}: Invalid value: {value}: must be greater than or equal to 0")
+    for field in _LEASE_TIMES:
+        value = spec.get(field)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value)):
+            problems.append(f"spec.{field}: Invalid value: must be an RFC 3339 time with microseconds")
+    holder = spec.get("holderIdentity")
+    if holder is not None and not isinstance(holder, str):
+        problems.append("spec.holderIdentity: Invalid value: must be a string")
+    return problems
 
 
 class KubeStore:
@@ -316,7 +347,7 @@ class KubeStore:
         obj = copy.deepcopy(obj)
         metadata = obj.setdefault("metadata", {})
         _take_request_namespace(resource, metadata, namespace)
-        obj["apiVersion"] = "v1"
+        obj["apiVersion"] = API_VERSIONS[resource]
         obj["kind"] = KINDS[resource]
         _validate(resource, obj)
         with self._lock:
@@ -442,7 +473,7 @@ class KubeStore:
                 metadata[immutable] = current["metadata"][immutable]
             else:
                 metadata.pop(immutable, None)
-        updated["apiVersion"] = "v1"
+        updated["apiVersion"] = API_VERSIONS[resource]
         updated["kind"] = KINDS[resource]
         _validate(resource, updated)
         if _without_version(updated) == _without_version(current):

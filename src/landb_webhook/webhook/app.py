@@ -7,6 +7,8 @@ guarantees, because external-dns exits on anything else (see docs/reference.md):
 * 200 for GET /records and POST /adjustendpoints, 204 with an empty body for POST /records;
 * 400 only for a body that is not JSON of the expected shape; every other failure is a 503 whose
   small JSON body names the reason - never a 500, never another 4xx on these routes;
+* bodies up to 32 MiB are read (external-dns has no limit of its own, the contract promises that much);
+  a larger one is a 503, not a 413 (any 4xx but 400 would make external-dns exit);
 * a reply within ``request_timeout`` seconds: blocking provider calls run in worker threads, and when
   the deadline passes the reply is a 503 while the thread finishes in the background;
 * one ApplyChanges at a time: a second one while the first still runs is a 503.
@@ -36,7 +38,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
-from landb_webhook.provider.interface import ApplyError, Readiness, WebhookProvider
+from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
     WireFormatError,
@@ -54,6 +56,8 @@ _access_log = get_logger("landb_webhook.access")
 DEFAULT_REQUEST_TIMEOUT = 10.0
 APPLY_DRAIN_SECONDS = 20.0
 """At shutdown, how long to let a running apply finish (Kubernetes allows 30 s before SIGKILL)."""
+MAX_BODY_BYTES = 32 * 2**20
+"""The largest request body read; see the module docstring."""
 READ_WORKERS = 4
 """Threads for Records and AdjustEndpoints; more concurrent reads queue (and meet their deadline)."""
 
@@ -78,6 +82,28 @@ class DeadlineExceeded(Exception):
 
 class ApplyInProgress(Exception):
     """An earlier ApplyChanges is still running (possibly past its own deadline)."""
+
+
+class BodyTooLarge(Exception):
+    """The request body is larger than :data:`MAX_BODY_BYTES`."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"request body of {size} bytes is larger than {MAX_BODY_BYTES} bytes")
+        self.size = size
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, or BodyTooLarge once it passes ``limit``; the rest is read and dropped, not kept, so
+    the client gets the reply rather than a connection reset halfway through its upload."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+    if size > limit:
+        raise BodyTooLarge(size)
+    return b"".join(chunks)
 
 
 class ProviderCalls:
@@ -158,8 +184,14 @@ def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
             return await handler(request)
         except WireFormatError as error:
             _note(request, reason=str(error))
+            metrics.rejected_requests_total.labels(reason=error.kind).inc()
             _log.warning("rejected request body", path=request.url.path, reason=str(error))
             return _failure(400, str(error))
+        except BodyTooLarge as error:
+            _note(request, reason="body too large")
+            metrics.rejected_requests_total.labels(reason="too_large").inc()
+            _log.error("request body refused: too large", path=request.url.path, reason=str(error))
+            return _failure(503, str(error))
         except UpstreamError as error:
             metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
             _note(request, reason=str(error))
@@ -167,6 +199,10 @@ def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
                 "upstream failed", upstream=error.upstream, reason=error.reason, path=request.url.path
             )
             return _failure(503, f"{error.upstream} unavailable: {error.reason}")
+        except ApplyRefused as error:
+            _note(request, reason=str(error))
+            _log.warning("changes refused", reason=str(error))
+            return _failure(503, f"changes refused: {error}")
         except ApplyError as error:
             _note(request, reason=str(error))
             _log.warning("changes not fully applied", reason=str(error))
@@ -263,14 +299,14 @@ def create_api_app(
         return _json(encode_endpoints(current))
 
     async def adjust_endpoints(request: Request) -> Response:
-        desired = decode_endpoints(await request.body())
+        desired = decode_endpoints(await read_body(request))
         _note(request, endpoints_in=len(desired))
         adjusted: list[Endpoint] = await calls.read(provider.adjust_endpoints, desired)
         _note(request, endpoints_out=len(adjusted))
         return _json(encode_endpoints(adjusted))
 
     async def apply_changes(request: Request) -> Response:
-        changes = decode_changes(await request.body())
+        changes = decode_changes(await read_body(request))
         _note(
             request,
             create=len(changes.create),

@@ -23,7 +23,14 @@ _INT64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class WireFormatError(ValueError):
-    """The body is not JSON of the shape external-dns sends; the webhook answers 400."""
+    """The body is not JSON of the shape external-dns sends; the webhook answers 400.
+
+    ``kind`` is ``not_json`` or ``wrong_shape``: a fixed word for metrics labels.
+    """
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class _WireModel(BaseModel):
@@ -152,7 +159,8 @@ def _wire_error(what: str, error: ValidationError) -> WireFormatError:
         f"{'.'.join(str(part) for part in detail['loc']) or 'body'}: {detail['msg']}"
         for detail in error.errors(include_url=False, include_input=False)[:5]
     )
-    return WireFormatError(f"invalid {what}: {problems}")
+    not_json = any(detail["type"] == "json_invalid" for detail in error.errors(include_url=False))
+    return WireFormatError(f"invalid {what}: {problems}", "not_json" if not_json else "wrong_shape")
 
 
 def decode_endpoints(body: bytes | str) -> list[Endpoint]:

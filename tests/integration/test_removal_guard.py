@@ -1,0 +1,105 @@
+"""The removal guard: an apply that would take too many aliases off the air at once is refused whole.
+
+Driven through the provider wired to the real clients against the simulator, with external-dns' own
+loop (tests/support/external_dns.py), and once through the HTTP app for the 503 external-dns sees.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import test_provider_loop
+from structlog.testing import capture_logs
+from test_provider_loop import OWNER, api_writes
+
+from landb_webhook.provider import ApplyError
+from landb_webhook.provider.core import RemovalGuard
+from landb_webhook.webhook.wire import encode_changes
+from support.external_dns import plan
+from support.serving import serving
+
+make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
+
+NAMES = tuple(f"app{i}.cern.ch" for i in range(10))
+
+
+def published(cluster: Any) -> set[str]:
+    return {e.dns_name for e in cluster.provider.records() if e.record_type == "A"}
+
+
+def refusals(cluster: Any) -> float:
+    value: float = cluster.metrics.refused_changes_total.labels(reason="removal_guard")._value.get()
+    return value
+
+
+def test_removing_more_than_the_share_is_refused_and_nothing_is_written(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.want(*NAMES)
+    cluster.settle()
+    claims_before = cluster.sim.state.configmap("default", "landb-webhook-ownership")
+    writes_before = len(api_writes(cluster.sim))
+
+    cluster.want(*NAMES[:4], "new.cern.ch")  # 6 of 10 go (a namespace deleted), one arrives
+    with capture_logs() as logs, pytest.raises(ApplyError, match=r"removal guard: .* remove 6 of 10"):
+        cluster.loop()
+
+    assert len(api_writes(cluster.sim)) == writes_before  # not even the addition
+    assert cluster.sim.state.configmap("default", "landb-webhook-ownership") == claims_before
+    assert published(cluster) == set(NAMES)
+    assert refusals(cluster) == 1
+    [line] = [entry for entry in logs if entry["log_level"] == "error"]
+    assert line["event"] == "apply refused: it would remove too many aliases at once"
+    assert (line["withdrawn"], line["published"]) == (6, 10)
+
+
+def test_the_allow_switch_lets_the_same_removal_through(make_cluster: Any) -> None:
+    cluster = make_cluster(allow_mass_removal=True)
+    cluster.want(*NAMES)
+    cluster.settle()
+    cluster.want(*NAMES[:4])
+    cluster.settle()
+    assert published(cluster) == set(NAMES[:4])
+    assert refusals(cluster) == 0
+
+
+@pytest.mark.parametrize(
+    ("total", "kept", "why"),
+    [
+        (10, 5, "exactly half is not more than half"),
+        (4, 0, "fewer removals than the minimum count: a small cluster may remove everything"),
+    ],
+)
+def test_removals_within_the_limits_go_through(make_cluster: Any, total: int, kept: int, why: str) -> None:
+    cluster = make_cluster()
+    cluster.want(*NAMES[:total])
+    cluster.settle()
+    cluster.want(*NAMES[:kept])
+    cluster.settle()
+    assert published(cluster) == set(NAMES[:kept]), why
+    assert refusals(cluster) == 0
+
+
+def test_the_refusal_reaches_external_dns_as_a_503_naming_the_reason(make_cluster: Any) -> None:
+    cluster = make_cluster(max_removal_share=0.2, max_removal_min_count=2)
+    cluster.want(*NAMES[:5])
+    cluster.settle()
+    cluster.want(*NAMES[:3])
+    current, desired = cluster.provider.records(), cluster.provider.adjust_endpoints(cluster.desired)
+    with serving(cluster.provider, metrics=cluster.metrics) as webhook:
+        reply = webhook.api.post(
+            "/records", content=encode_changes(plan(current, desired, owner=OWNER).changes)
+        )
+    assert reply.status_code == 503
+    assert "removal guard" in json.loads(reply.content)["error"]
+    assert published(cluster) == set(NAMES[:5])
+
+
+@pytest.mark.parametrize(
+    ("withdrawn", "published_count", "trips"),
+    [(0, 0, False), (4, 4, False), (5, 5, True), (5, 10, False), (6, 10, True), (60, 1000, False)],
+)
+def test_guard_thresholds(withdrawn: int, published_count: int, trips: bool) -> None:
+    assert RemovalGuard(max_share=0.5, min_count=5).trips(withdrawn, published_count) is trips
+    assert RemovalGuard(max_share=0.5, min_count=5, allow=True).trips(withdrawn, published_count) is False
