@@ -20,22 +20,25 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import openstack
 import openstack.config
 import openstack.connection
 from kubernetes import client
+from openstack.compute.v2.server import Server as SdkServer
 
 from bench.baseline import positional_metadata, positional_writes
 from landb_webhook.adapters.kubernetes import api_client_for, internal_ipv4_addresses, json_body
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
+from landb_webhook.adapters.openstack import list_servers
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.metrics import Metrics
+from landb_webhook.ports import Server
 from landb_webhook.provider.inventory import sorted_ips
 from landb_webhook.provider.ownership import is_ownership_record
 
@@ -104,20 +107,24 @@ class _IngressNode:
     ips: tuple[str, ...]
 
 
-ServerLookup = Callable[[openstack.connection.Connection, Sequence[str]], dict[str, Any]]
+ServerLookup = Callable[[openstack.connection.Connection, Sequence[str]], dict[str, Server]]
 
 
-def list_project(conn: openstack.connection.Connection, names: Sequence[str]) -> dict[str, Any]:
+# Both read Nova's JSON as this project's adapter does (list_servers), not through SDK objects,
+# so their cost is their requests, as in the compiled languages their authors wrote them in.
+
+
+def list_project(conn: openstack.connection.Connection, names: Sequence[str]) -> dict[str, Server]:
     """(a): every server of the project, kept when named like an ingress node."""
     wanted = set(names)
-    return {s.name: s for s in conn.compute.servers(details=True) if s.name in wanted}
+    return {s.name: s for s in list_servers(conn, {}) if s.name in wanted}
 
 
-def lookup_each(conn: openstack.connection.Connection, names: Sequence[str]) -> dict[str, Any]:
+def lookup_each(conn: openstack.connection.Connection, names: Sequence[str]) -> dict[str, Server]:
     """(b): one anchored name search per ingress node."""
-    found: dict[str, Any] = {}
+    found: dict[str, Server] = {}
     for name in names:
-        for server in conn.compute.servers(details=True, name=f"^{re.escape(name)}$"):
+        for server in list_servers(conn, {"name": f"^{re.escape(name)}$"}):
             if server.name == name:
                 found[name] = server
     return found
@@ -144,7 +151,7 @@ class Positional:
         ]
         return sorted(nodes, key=lambda node: node.name)
 
-    def _state(self) -> tuple[list[_IngressNode], dict[str, Any]]:
+    def _state(self) -> tuple[list[_IngressNode], dict[str, Server]]:
         nodes = self._ingress()
         return nodes, self._lookup(self._conn, [node.name for node in nodes])
 
@@ -158,7 +165,7 @@ class Positional:
             server = servers.get(node.name)
             if server is None:
                 continue
-            for token in read_aliases(server.metadata or {}).load_tokens():
+            for token in read_aliases(server.metadata).load_tokens():
                 targets.setdefault(token.label, []).extend(node.ips)
         aliases = [
             Endpoint(dns_name_for(label, DOMAIN), "A", sorted_ips(ips))
@@ -186,7 +193,7 @@ class Positional:
         aliases = {
             token.label
             for server in servers.values()
-            for token in read_aliases(server.metadata or {}).load_tokens()
+            for token in read_aliases(server.metadata).load_tokens()
         }
 
         def labels(endpoints: Sequence[Endpoint]) -> set[str]:
@@ -199,10 +206,10 @@ class Positional:
         self._claims.apply(claims, [])
 
         names = [node.name for node in nodes if node.name in servers]
-        current = {name: dict(servers[name].metadata or {}) for name in names}
+        current = {name: dict(servers[name].metadata) for name in names}
         wanted = positional_metadata(names, sorted(aliases), MAX_VALUE_LENGTH)
         for name, (upserts, deletes) in positional_writes(current, wanted).items():
-            server = servers[name]
+            server = SdkServer.existing(id=servers[name].id)
             if upserts:
                 server.set_metadata(self._conn.compute, metadata=upserts)
             for key in deletes:

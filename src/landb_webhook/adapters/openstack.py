@@ -414,10 +414,14 @@ def _warn_if_unverified(conn: openstack.connection.Connection) -> None:
 
 
 def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:
-    """Every page of ``GET /servers/detail?name=<pattern>``, read as raw JSON: building an SDK
-    resource per server costs milliseconds of CPU each, most of a large cluster's Records."""
+    return list_servers(conn, {"name": pattern})
+
+
+def list_servers(conn: openstack.connection.Connection, filters: Mapping[str, str]) -> list[Server]:
+    """Every page of ``GET /servers/detail?<filters>``, read as raw JSON: building an SDK resource
+    per server costs milliseconds of CPU each, most of a large cluster's Records."""
     found: list[Server] = []
-    params: dict[str, str] = {"name": pattern}
+    params = dict(filters)
     while True:
         response = conn.compute.get("/servers/detail", params=params)
         sdk_exceptions.raise_from_response(response)
@@ -426,7 +430,7 @@ def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[S
         marker = _next_marker(body.get("servers_links") or ())
         if marker is None or not body.get("servers"):
             return found
-        params = {"name": pattern, "marker": marker}
+        params = {**filters, "marker": marker}
 
 
 def _next_marker(links: Sequence[Mapping[str, Any]]) -> str | None:
