@@ -34,8 +34,9 @@ kube-tools:  ## build the real kube-apiserver and etcd the Kubernetes tests also
 deploy-tools:  ## build helm and fetch the official external-dns chart the deploy tests render (needs Go)
 	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-helm.sh
 
-bench: $(VENV)/.synced  ## API calls and writes, side by side (see bench/README.md)
-	$(VENV)/bin/python -m bench.run
+bench: $(VENV)/.synced  ## the benchmark, side by side with two reference strategies (see bench/README.md)
+	$(UV) sync --frozen --extra dev --extra bench --python $(PYTHON)
+	$(VENV)/bin/python -m bench.run $(ARGS)
 
 soak: $(VENV)/.synced  ## 2,000 steady-state loops: nothing written, the webhook's RSS at start and end
 	$(VENV)/bin/python -m bench.soak

@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote_plus
+from urllib.parse import parse_qs, quote_plus, urlsplit
 
 import openstack
 import openstack.config
@@ -165,7 +165,7 @@ class OpenStackServerStore:
         by_id: dict[str, Server] = {}
         by_name: dict[str, list[Server]] = defaultdict(list)
         for names in self._name_batches(sorted({node.name for node in nodes if node.name})):
-            pattern = "^(" + "|".join(re.escape(name) for name in names) + ")$"
+            pattern = "^(" + "|".join(_escape_name(name) for name in names) + ")$"
             for server in self._call(
                 "search servers by name",
                 functools.partial(_find_by_name, pattern=pattern),
@@ -260,7 +260,7 @@ class OpenStackServerStore:
         batch: list[str] = []
         length = _NAME_FILTER_OVERHEAD
         for name in names:
-            encoded = len(quote_plus(re.escape(name)))
+            encoded = len(quote_plus(_escape_name(name)))
             added = encoded + (_NAME_SEPARATOR_LENGTH if batch else 0)
             if batch and length + added > self._max_name_filter_length:
                 yield batch
@@ -414,7 +414,47 @@ def _warn_if_unverified(conn: openstack.connection.Connection) -> None:
 
 
 def _find_by_name(conn: openstack.connection.Connection, pattern: str) -> list[Server]:
-    return [_server_value(server) for server in conn.compute.servers(details=True, name=pattern)]
+    return list_servers(conn, {"name": pattern})
+
+
+def list_servers(conn: openstack.connection.Connection, filters: Mapping[str, str]) -> list[Server]:
+    """Every page of ``GET /servers/detail?<filters>``, read as raw JSON: building an SDK resource
+    per server costs milliseconds of CPU each, most of a large cluster's Records."""
+    found: list[Server] = []
+    params = dict(filters)
+    while True:
+        response = conn.compute.get("/servers/detail", params=params)
+        sdk_exceptions.raise_from_response(response)
+        body = response.json()
+        found += [_server_value_of(item) for item in body.get("servers") or ()]
+        marker = _next_marker(body.get("servers_links") or ())
+        if marker is None or not body.get("servers"):
+            return found
+        params = {**filters, "marker": marker}
+
+
+def _next_marker(links: Sequence[Mapping[str, Any]]) -> str | None:
+    for link in links:
+        if link.get("rel") == "next":
+            values = parse_qs(urlsplit(str(link.get("href", ""))).query).get("marker")
+            if values:
+                return values[0]
+    return None
+
+
+def _server_value_of(item: Mapping[str, Any]) -> Server:
+    metadata = item.get("metadata") or {}
+    return Server(
+        id=str(item["id"]),
+        name=str(item.get("name", "")),
+        metadata={str(key): str(value) for key, value in metadata.items()},
+    )
+
+
+def _escape_name(name: str) -> str:
+    """``re.escape`` minus the hyphen (a literal outside brackets): node names are full of them, and
+    each escaped one costs three more characters of the URL-encoded filter, so fewer names per call."""
+    return re.escape(name).replace("\\-", "-")
 
 
 def _find_by_id(conn: openstack.connection.Connection, server_id: str) -> Server | None:

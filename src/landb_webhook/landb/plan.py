@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from landb_webhook.landb.indices import assign_indices
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
 from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,13 @@ def plan_changes(
     returning carrier last held.
     """
     aliases = {s.server_id: read_aliases(s.metadata) for s in servers}
+    # Each server's tokens parsed and grouped by label once: a plan for every alias of a large
+    # cluster (a node joining changes all their targets) would otherwise re-parse them per alias.
+    editable = {
+        sid: _by_label((t, (text, t)) for _, text, t in found.editable_tokens())
+        for sid, found in aliases.items()
+    }
+    frozen = {sid: _by_label((t, t.index) for t in found.frozen_tokens()) for sid, found in aliases.items()}
     order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
     plain: dict[str, ServerState] = {}
     for server in order:
@@ -131,24 +140,18 @@ def plan_changes(
     plain_refusals: list[Refusal] = []
 
     for label in sorted(wanted):
-        held = {
-            sid: [t.index for t in found.load_tokens() if t.label == label] for sid, found in aliases.items()
-        }
-        pinned = {
-            sid: [t.index for t in found.frozen_tokens() if t.label == label]
-            for sid, found in aliases.items()
-        }
+        pinned = {sid: frozen[sid].get(label, []) for sid in aliases}
+        held = {sid: [t.index for _, t in editable[sid].get(label, [])] + pinned[sid] for sid in aliases}
         targets = [s.server_id for s in order if s.server_id in wanted[label]]
         assigned = assign_indices(
             targets, held, pinned=pinned, floor=floor, preferred=(preferred or {}).get(label)
         )
         for server in order:
-            found = aliases[server.server_id]
-            mine = [(text, token) for _, text, token in found.editable_tokens() if token.label == label]
+            mine = editable[server.server_id].get(label, [])
             index = assigned.get(server.server_id)
             if index is None:
                 removes[server.server_id].extend(mine)
-                if any(t.label == label for t in found.frozen_tokens()):
+                if pinned[server.server_id]:
                     refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
                 continue
             if index in pinned[server.server_id]:
@@ -181,6 +184,13 @@ def plan_changes(
         if plan is not None:
             plans.append(plan)
     return Plan(servers=tuple(plans), refusals=tuple(refusals))
+
+
+def _by_label(items: Iterable[tuple[LoadToken, T]]) -> dict[str, list[T]]:
+    grouped: dict[str, list[T]] = defaultdict(list)
+    for token, item in items:
+        grouped[token.label].append(item)
+    return grouped
 
 
 class _Additions(NamedTuple):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -13,8 +14,15 @@ from landb_webhook.ports import Node, NodeSource, Server, ServerStore
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 
 
+@functools.lru_cache(maxsize=65536)
+def _ip_order(ip: str) -> tuple[int, int]:
+    """Numeric order, parsed once per address: Records sorts the same node addresses for every alias."""
+    address = ipaddress.ip_address(ip)
+    return address.version, int(address)
+
+
 def sorted_ips(ips: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(set(ips), key=ipaddress.ip_address))
+    return tuple(sorted(set(ips), key=_ip_order))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,98 @@
+"""One strategy in a process of its own, driven over a pipe, so its CPU time and peak RSS are its own.
+
+The simulator runs in the benchmark's process; the strategy here talks to it over HTTP. Each call goes
+through the webhook's wire codec (decode the request body, encode the reply) as the sidecar would, and
+is measured: wall time, CPU time of this whole process (every thread: the node watch, the write pool),
+and peak RSS during the call (Linux ``clear_refs``: the high-water mark is reset before each call).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+from bench.strategies import Endpoints, build
+from landb_webhook.logs import configure_logging
+from landb_webhook.webhook import wire
+
+T = TypeVar("T")
+_STATUS = "/proc/self/status"
+_CLEAR_REFS = "/proc/self/clear_refs"
+
+
+@dataclass(frozen=True)
+class Timing:
+    wall: float
+    cpu: float
+    peak_rss_mb: float
+
+
+def _reset_peak() -> None:
+    try:
+        with open(_CLEAR_REFS, "w") as handle:
+            handle.write("5")  # reset the peak RSS (VmHWM) to the current RSS
+    except OSError:
+        pass  # elsewhere the peak is the process lifetime's (ru_maxrss), still a valid upper bound
+
+
+def _peak_rss_mb() -> float:
+    try:
+        with open(_STATUS) as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measured(call: Callable[[], T]) -> tuple[T, Timing]:
+    _reset_peak()
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = call()
+    timing = Timing(time.perf_counter() - wall, time.process_time() - cpu, _peak_rss_mb())
+    return result, timing
+
+
+def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, str]) -> None:
+    """Answer ``(command, argument)`` messages until ``stop``; every answer is ``(ok, value)``."""
+    os.environ.update(environment)
+    # The sidecar logs at info; the lines go nowhere here, but their cost is counted.
+    configure_logging("info", "json", stream=open(os.devnull, "w"))  # noqa: SIM115
+    strategy = build(kind, where)
+    strategy.records()  # authenticate, discover, connect: not part of any measured loop
+    conn.send((True, None))
+    handlers: dict[str, Callable[[Any], Any]] = {
+        "records": lambda _: measured(lambda: wire.encode_endpoints(strategy.records())),
+        "adjust": lambda body: measured(
+            lambda: wire.encode_endpoints(strategy.adjust_endpoints(wire.decode_endpoints(body)))
+        ),
+        "apply": lambda body: measured(lambda: _apply(strategy.apply_changes, body)),
+        "ingress": lambda _: strategy.ingress_names(),
+    }
+    try:
+        while True:
+            command, argument = conn.recv()
+            if command == "stop":
+                break
+            try:
+                conn.send((True, handlers[command](argument)))
+            except Exception:
+                conn.send((False, traceback.format_exc()))
+    finally:
+        strategy.close()
+
+
+def _apply(apply: Callable[[Any], None], body: bytes) -> str | None:
+    """None when every change landed, else the error ApplyChanges raised (the webhook's 503 reason)."""
+    try:
+        apply(wire.decode_changes(body))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None

@@ -1,0 +1,82 @@
+"""The benchmark's counting (bench/counting.py): a known sequence of real-client calls against the
+simulator gives exactly the known counts, and the physical minimum of hand-built cases is right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.counting import CallCounts, Minimum, converged, keys_rewritten, minimum_for, minimum_writes
+from kubernetes import client
+
+from landb_webhook.adapters.kubernetes import api_client_for
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.ports import Node
+from landb_webhook.simulator import Simulator, seed_cluster
+
+CERN = {"landb-mainuser": "admins"}
+
+
+def test_a_known_sequence_of_calls_gives_the_exact_counts(simulator: Simulator, tmp_path: Path) -> None:
+    names = seed_cluster(simulator.state, ingress_nodes=2, workers=0)
+    config = simulator.write_client_config(tmp_path)
+    store = OpenStackServerStore(config.cloud_name, clouds_yaml=config.clouds_yaml)
+    api_client = api_client_for(config.kubeconfig)
+    try:
+        nodes = [Node(name, None, (), True) for name in names]
+        servers = store.servers_for(nodes)  # authenticates first
+        server_id = servers[names[0]].id
+        before = {server_id: simulator.state.metadata(server_id)}
+        simulator.state.reset_api_calls()
+        simulator.state.clear_metadata_history()
+
+        store.servers_for(nodes)  # one anchored name search
+        store.set_metadata(server_id, {"landb-alias": "app--load-0-", "landb-alias2": "web--load-0-"})
+        store.delete_metadata(server_id, "landb-alias2")
+        store.delete_metadata(server_id, "landb-alias2")  # already gone: a 404, still a request
+        core = client.CoreV1Api(api_client)
+        core.list_node()
+        core.list_node(watch=True, timeout_seconds=1, _preload_content=False).release_conn()
+
+        counts = CallCounts.of(simulator.state.api_calls())
+        assert counts == CallCounts(nova_reads=1, nova_writes=3, keystone=0, kubernetes=1, watches=1)
+        assert counts.total == 5
+        # landb-alias and landb-alias2 set, then landb-alias2 deleted: three key changes.
+        assert keys_rewritten(before, simulator.state.metadata_history()) == 3
+    finally:
+        store.close()
+        api_client.close()
+
+
+def test_the_physical_minimum_of_hand_built_cases() -> None:
+    both = {**CERN, "landb-alias": "app--load-0-,web--load-0-", "landb-alias2": "db--load-0-"}
+    # Nothing changes: nothing to write.
+    assert minimum_writes(both, frozenset({"app", "web", "db"})) == Minimum(writes=0, keys=0)
+    # One alias more: one POST of one key.
+    assert minimum_writes(both, frozenset({"app", "web", "db", "new"})) == Minimum(writes=1, keys=1)
+    # db alone in landb-alias2 goes: that key must be deleted, nothing else written.
+    assert minimum_writes(both, frozenset({"app", "web"})) == Minimum(writes=1, keys=1)
+    # web goes: landb-alias keeps app, so it is rewritten by one POST.
+    assert minimum_writes(both, frozenset({"app", "db"})) == Minimum(writes=1, keys=1)
+    # web and db go: one POST for landb-alias and one DELETE for landb-alias2.
+    assert minimum_writes(both, frozenset({"app"})) == Minimum(writes=2, keys=2)
+    # Everything goes: one DELETE per key.
+    assert minimum_writes(both, frozenset()) == Minimum(writes=2, keys=2)
+    # A fresh server taking 40 aliases of 20 characters (29-character tokens, 1199 characters with
+    # commas): one POST, at least five 254-character keys.
+    many = frozenset(f"alias-{i:014d}" for i in range(40))
+    assert minimum_writes(CERN, many) == Minimum(writes=1, keys=5)
+
+    fleet = {"a": both, "b": dict(CERN)}
+    assert minimum_for(fleet, {"a": frozenset({"app", "web", "db"}), "b": frozenset({"app"})}) == Minimum(
+        1, 1
+    )
+
+
+def test_converged_needs_exact_labels_and_unique_indices() -> None:
+    wanted = {"a": frozenset({"app"}), "b": frozenset({"app"})}
+    assert converged({"a": {"landb-alias": "app--load-0-"}, "b": {"landb-alias": "app--load-1-"}}, wanted)
+    assert not converged({"a": {"landb-alias": "app--load-0-"}, "b": {"landb-alias": "app--load-0-"}}, wanted)
+    assert not converged({"a": {"landb-alias": "app--load-0-"}, "b": CERN}, wanted)
+    assert not converged(
+        {"a": {"landb-alias": "app--load-0-,x--load-0-"}, "b": {"landb-alias": "app--load-1-"}}, wanted
+    )
