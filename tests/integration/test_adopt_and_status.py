@@ -124,7 +124,7 @@ def seed_messy(world: World) -> dict[str, Any]:
         n0, **{"landb-alias": "app--load-0-,dup--load-0-", "landb-alias1": "eth0.cern.ch:old--load-7-"}
     )
     world.set_aliases(n1, **{"landb-alias": "app--load-1-,dup--load-0-"})
-    world.set_aliases(n2, **{"landb-alias": "app--load-2-", **{f"user-key-{i}": "x" for i in range(3)}})
+    world.set_aliases(n2, **{"landb-alias": "app--load-2-,www", **{f"user-key-{i}": "x" for i in range(3)}})
     world.set_aliases(worker, **{"landb-alias": "stray--load-3-"})
     world.sim.state.add_node(
         "ghost-node",
@@ -149,7 +149,10 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
     assert code == EXIT_NEEDS_A_HUMAN
     report = json.loads(out)
     names = {entry["name"]: entry for entry in report["names"]}
-    assert sorted(names) == ["app.cern.ch", "dup.cern.ch", "old.cern.ch", "stray.cern.ch"]
+    assert sorted(names) == ["app.cern.ch", "dup.cern.ch", "old.cern.ch", "stray.cern.ch", "www.cern.ch"]
+    www = names["www.cern.ch"]
+    assert (www["carriers"], www["plain_alias_nodes"], www["problems"]) == ([], [nodes["n2"]], [])
+    assert [n for n, entry in names.items() if entry["plain_alias_nodes"]] == ["www.cern.ch"]
 
     app = names["app.cern.ch"]
     assert app["label"] == "app"
@@ -250,6 +253,7 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
         line for line in lines if line.startswith("old.cern.ch ")
     )
     assert "unclaimed" in next(line for line in lines if line.startswith("dup.cern.ch "))
+    assert f"{nodes['n2']} (plain CNAME)" in next(line for line in lines if line.startswith("www.cern.ch "))
     assert f"{nodes['worker']} N=3 (not ingress)" in next(
         line for line in lines if line.startswith("stray.cern.ch ")
     )
