@@ -9,6 +9,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -294,10 +295,14 @@ def test_status_exits_one_when_the_cloud_cannot_be_read(world: World) -> None:
     assert "status: cannot talk to the cluster or the cloud: nova" in err
 
 
-def test_status_exits_two_on_invalid_settings(world: World) -> None:
+def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> None:
     code, _, err = world.run("status", "--registry=bogus")
     assert code == EXIT_INVALID_SETTINGS
     assert "--registry (LANDB_REGISTRY)" in err
+
+    code, out, err = world.run("status", f"--kubeconfig={tmp_path / 'missing'}")
+    assert code == EXIT_INVALID_SETTINGS
+    assert out == "" and "--kubeconfig (LANDB_KUBECONFIG)" in err
 
 
 # -- adopt ---------------------------------------------------------------------------------------------
