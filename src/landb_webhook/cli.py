@@ -370,10 +370,13 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> 
     try:
         with connected_ports(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
             return run(ports)
+    except SettingError as error:
+        print(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.", file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
     except Exception as error:
         if isinstance(error, UpstreamError):
             print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
-        else:  # usually configuration: no kubeconfig, an unknown cloud
+        else:  # an unknown cloud, an unexpected failure
             print(f"{PROG} {command}: {type(error).__name__}: {error}", file=sys.stderr)
         _log.debug("traceback", exc_info=True)
         return EXIT_CANNOT_START

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from landb_webhook.provider.adopt import AdoptionPlan, Decision
-from landb_webhook.provider.status import ClusterStatus, Holding
+from landb_webhook.provider.status import ClusterStatus, Holding, NameStatus
 
 NONE = "none"
 
@@ -25,6 +25,7 @@ def status_json(status: ClusterStatus) -> str:
                 "claimed": name.claimed,
                 "owners": list(name.owners),
                 "carriers": [_holding_json(h) for h in name.holdings],
+                "plain_alias_nodes": list(name.plain_nodes),
                 "problems": list(name.problems),
             }
             for name in status.names
@@ -75,7 +76,11 @@ def status_table(status: ClusterStatus) -> str:
         *_columns(
             ("NAME", "CLAIM", "CARRIERS"),
             [
-                (name.dns_name, _claim_text(name.claimed, name.owners), _carriers_text(name.holdings))
+                (
+                    name.dns_name,
+                    _claim_text(name.claimed, name.owners),
+                    _name_carriers_text(name),
+                )
                 for name in status.names
             ],
         ),
@@ -173,6 +178,11 @@ def _claim_text(claimed: bool, owners: Sequence[str]) -> str:
 
 def _claim_name(decision: Decision) -> str:
     return decision.claim.dns_name if decision.claim is not None else "-"
+
+
+def _name_carriers_text(name: NameStatus) -> str:
+    plain = [f"{node} (plain CNAME)" for node in name.plain_nodes]
+    return ", ".join([_carriers_text(name.holdings), *plain] if name.holdings else plain) or "-"
 
 
 def _carriers_text(holdings: Iterable[Holding]) -> str:

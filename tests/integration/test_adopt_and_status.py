@@ -9,6 +9,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,7 +125,7 @@ def seed_messy(world: World) -> dict[str, Any]:
         n0, **{"landb-alias": "app--load-0-,dup--load-0-", "landb-alias1": "eth0.cern.ch:old--load-7-"}
     )
     world.set_aliases(n1, **{"landb-alias": "app--load-1-,dup--load-0-"})
-    world.set_aliases(n2, **{"landb-alias": "app--load-2-", **{f"user-key-{i}": "x" for i in range(3)}})
+    world.set_aliases(n2, **{"landb-alias": "app--load-2-,www", **{f"user-key-{i}": "x" for i in range(3)}})
     world.set_aliases(worker, **{"landb-alias": "stray--load-3-"})
     world.sim.state.add_node(
         "ghost-node",
@@ -149,7 +150,10 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
     assert code == EXIT_NEEDS_A_HUMAN
     report = json.loads(out)
     names = {entry["name"]: entry for entry in report["names"]}
-    assert sorted(names) == ["app.cern.ch", "dup.cern.ch", "old.cern.ch", "stray.cern.ch"]
+    assert sorted(names) == ["app.cern.ch", "dup.cern.ch", "old.cern.ch", "stray.cern.ch", "www.cern.ch"]
+    www = names["www.cern.ch"]
+    assert (www["carriers"], www["plain_alias_nodes"], www["problems"]) == ([], [nodes["n2"]], [])
+    assert [n for n, entry in names.items() if entry["plain_alias_nodes"]] == ["www.cern.ch"]
 
     app = names["app.cern.ch"]
     assert app["label"] == "app"
@@ -250,6 +254,7 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
         line for line in lines if line.startswith("old.cern.ch ")
     )
     assert "unclaimed" in next(line for line in lines if line.startswith("dup.cern.ch "))
+    assert f"{nodes['n2']} (plain CNAME)" in next(line for line in lines if line.startswith("www.cern.ch "))
     assert f"{nodes['worker']} N=3 (not ingress)" in next(
         line for line in lines if line.startswith("stray.cern.ch ")
     )
@@ -290,10 +295,14 @@ def test_status_exits_one_when_the_cloud_cannot_be_read(world: World) -> None:
     assert "status: cannot talk to the cluster or the cloud: nova" in err
 
 
-def test_status_exits_two_on_invalid_settings(world: World) -> None:
+def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> None:
     code, _, err = world.run("status", "--registry=bogus")
     assert code == EXIT_INVALID_SETTINGS
     assert "--registry (LANDB_REGISTRY)" in err
+
+    code, out, err = world.run("status", f"--kubeconfig={tmp_path / 'missing'}")
+    assert code == EXIT_INVALID_SETTINGS
+    assert out == "" and "--kubeconfig (LANDB_KUBECONFIG)" in err
 
 
 # -- adopt ---------------------------------------------------------------------------------------------

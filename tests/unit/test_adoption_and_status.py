@@ -212,6 +212,25 @@ def test_adoption_leaves_claimed_missing_and_troubled_names_with_their_reason() 
     assert not any(adoptable(name) for name in status.names)
 
 
+def test_a_plain_alias_is_shown_and_a_name_held_both_ways_needs_a_human_neither_is_adopted() -> None:
+    status = analyse(
+        inventory({"n0": {"landb-alias": "mixed--load-0-,cname"}, "n1": {"landb-alias": "mixed"}}),
+        [],
+        domain=DOMAIN,
+    )
+    cname, mixed = status.names
+    assert (cname.label, cname.holdings, cname.plain_nodes, cname.problems) == ("cname", (), ("n0",), ())
+    assert mixed.plain_nodes == ("n1",)
+    assert mixed.problems == (
+        "also held as a plain (CNAME) alias by n1: LanDB would publish a CNAME and A records for one name",
+    )
+    adoption = plan_adoption(status, owner_id="c", domain=DOMAIN)
+    assert adoption.claims == ()
+    reasons = {d.label: d.reason for d in adoption.left}
+    assert reasons["cname"] == "only a plain (CNAME) alias (n0): no A record to adopt"
+    assert reasons["mixed"].startswith("also held as a plain (CNAME) alias by n1")
+
+
 def test_adoption_refuses_an_owner_id_a_claim_cannot_hold() -> None:
     with pytest.raises(InvalidOwnerId):
         plan_adoption(analyse(inventory({}), [], domain=DOMAIN), owner_id="a,b", domain=DOMAIN)

@@ -4,8 +4,8 @@ An alias set by hand or by another tool has no TXT claim, so external-dns' txt r
 someone else's forever. Adopting it writes the claim external-dns itself would have written for the
 owner id; every carrier keeps its N, and the next external-dns loop finds the name already its own.
 A name is adopted only when that next loop would neither remove nor renumber any of its carriers: not
-when a carrier is a non-ingress node, two carriers share an N, or one server holds it twice
-(:attr:`NameStatus.problems`).
+when a carrier is a non-ingress node, two carriers share an N, one server holds it twice, or a server
+also holds it as a plain (CNAME) alias (:attr:`NameStatus.problems`); nor when it is only a plain alias.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ def _reason_to_leave(name: NameStatus, owner_id: str | None) -> str | None:
         return f"already claimed by {whom}"
     if name.problems:
         return "; ".join(name.problems) + ": fix it by hand first, or external-dns would rewrite it"
+    if not name.holdings:
+        return f"only a plain (CNAME) alias ({', '.join(name.plain_nodes)}): no A record to adopt"
     return None
 
 

@@ -71,6 +71,8 @@ class NameStatus:
     """The owner ids of its claims; empty when unclaimed, or when no claim is readable."""
     problems: tuple[str, ...]
     """What makes it unsafe to hand to external-dns as it is: each needs a human."""
+    plain_nodes: tuple[str, ...] = ()
+    """Nodes whose server holds it as a plain (CNAME) alias, which the webhook never writes."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,17 @@ def analyse(
     for holding in holdings:
         by_label[holding.label].append(holding)
     duplicates = tuple(d for label in sorted(by_label) for d in _duplicates(label, by_label[label]))
+    plain = _plain_nodes(inventory)
     names = tuple(
-        _name_status(label, by_label[label], owners, duplicates, domain) for label in sorted(by_label)
+        _name_status(
+            label,
+            by_label.get(label, []),
+            plain.get(label, []),
+            owners=owners,
+            duplicates=duplicates,
+            domain=domain,
+        )
+        for label in sorted(by_label.keys() | plain.keys())
     )
     return ClusterStatus(
         nodes=nodes,
@@ -201,6 +212,16 @@ def _holdings(inventory: Inventory) -> list[Holding]:
     return sorted(found, key=lambda h: (h.label, h.node, h.index, h.key))
 
 
+def _plain_nodes(inventory: Inventory) -> dict[str, list[str]]:
+    """label -> the nodes whose server holds it as a plain (CNAME) alias."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for node in sorted(inventory.nodes, key=lambda n: n.name):
+        if (server := inventory.servers.get(node.name)) is not None:
+            for label in sorted({label for label, _ in read_aliases(server.metadata).plain_aliases()}):
+                found[label].append(node.name)
+    return found
+
+
 def _owners_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str | None]]:
     owners: dict[str, set[str | None]] = defaultdict(set)
     for claim in claims:
@@ -223,6 +244,8 @@ def _duplicates(label: str, holdings: Sequence[Holding]) -> list[DuplicateIndex]
 def _name_status(
     label: str,
     holdings: Sequence[Holding],
+    plain_nodes: Sequence[str],
+    *,
     owners: Mapping[str, set[str | None]],
     duplicates: Sequence[DuplicateIndex],
     domain: str,
@@ -246,6 +269,11 @@ def _name_status(
         for node, indices in sorted(indices_by_node.items())
         if len(indices) > 1
     ]
+    if holdings and plain_nodes:
+        problems.append(
+            f"also held as a plain (CNAME) alias by {', '.join(plain_nodes)}: LanDB would publish a CNAME "
+            "and A records for one name"
+        )
     named = owners.get(dns_name, set())
     return NameStatus(
         label=label,
@@ -254,6 +282,7 @@ def _name_status(
         claimed=bool(named),
         owners=tuple(sorted(owner for owner in named if owner is not None)),
         problems=tuple(problems),
+        plain_nodes=tuple(plain_nodes),
     )
 
 
