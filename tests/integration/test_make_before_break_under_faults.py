@@ -81,10 +81,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         nodes = seed_cluster(sim.state, ingress_nodes=4, workers=1)
         ids = {server.name: server.id for server in sim.state.servers()}
         foreign = {server.id: dict(server.metadata) for server in sim.state.servers()}
-        # The scenarios withdraw any share of the names at once: the removal guard, tested on its own in
-        # test_removal_guard.py, would refuse some of them and hide the make-before-break order under test.
         stack = build_stack(
-            config, FakeTime(), write_concurrency=3, inventory_max_age=30, allow_mass_removal=True
+            config,
+            FakeTime(),
+            write_concurrency=3,
+            inventory_max_age=30,
+            max_removal_share=1.0,  # random scenarios may remove most aliases on purpose
         )
         tally = Tally()
         try:
