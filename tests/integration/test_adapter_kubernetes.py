@@ -206,6 +206,9 @@ def test_a_cache_no_list_or_watch_has_refreshed_for_too_long_is_refused_until_on
     with make_node_source(watch_timeout=1, max_staleness=300, clock=clock) as source:
         assert source.wait_synced(5)
         outage = simulator.state.inject_fault(api="kubernetes", status=503, times=None)
+        # The watch open before the outage may still end well and refresh the cache: age it only once
+        # a request has met the outage, i.e. that watch is over.
+        eventually(lambda: outage.hits >= 1, timeout=10, what="a list or watch to meet the outage")
         clock.now += 301
         with pytest.raises(UpstreamError, match="stale"):
             source.nodes()
