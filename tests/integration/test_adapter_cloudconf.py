@@ -9,6 +9,7 @@ import yaml
 
 from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
 from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.ports import Node, UpstreamError
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 
@@ -146,7 +147,7 @@ def test_the_ca_file_verifies_keystone_and_nova_over_tls(simulator: Simulator, t
     )
     untrusted = OpenStackServerStore(
         cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "no-ca.conf", None),
-        retry_backoff=0.01,
+        retry=RetryPolicy(transient_retries=0),  # a TLS refusal is not worth retrying here
     )
     try:
         assert sorted(trusted.servers_for(nodes)) == sorted(names)
