@@ -163,9 +163,21 @@ def make_node_source(kube_api_client: client.ApiClient) -> Iterator[Callable[...
 @pytest.fixture
 def make_configmap_store(
     kube_api_client: client.ApiClient, kube_cluster: KubeCluster
-) -> Callable[..., ConfigMapOwnershipStore]:
-    def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
-        options = {"namespace": kube_cluster.namespace, "name": CONFIGMAP, "request_timeout": 3.0, **options}
-        return ConfigMapOwnershipStore(api or client.CoreV1Api(kube_api_client), **options)
+) -> Iterator[Callable[..., ConfigMapOwnershipStore]]:
+    """Stores of the cluster's namespace; ``options`` are the store's arguments and WatchOptions fields
+    (its cache, when a test starts it); every store's cache is stopped at the end."""
+    stores: list[ConfigMapOwnershipStore] = []
 
-    return make
+    def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
+        timing = {name: options.pop(name) for name in WATCH_FIELDS & options.keys()}
+        watch = WatchOptions(
+            **{"request_timeout": 3.0, "backoff_initial": 0.05, "backoff_max": 0.5, **timing}
+        )
+        options = {"namespace": kube_cluster.namespace, "name": CONFIGMAP, "request_timeout": 3.0, **options}
+        store = ConfigMapOwnershipStore(api or client.CoreV1Api(kube_api_client), watch=watch, **options)
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        store.stop()
