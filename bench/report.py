@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.counting import CallCounts
 from bench.measure import Cell
 from bench.quota import Headroom
 from bench.scenarios import HEADLINE, Config
@@ -156,12 +157,17 @@ def cell_table(cells: Sequence[Cell], config: Config) -> list[str]:
             state += f"; apply: {cell.apply_error[:60]}"
         rows.append(
             f"| {cell.event} | {cell.strategy} | {counts.nova_reads} | {counts.nova_writes} "
-            f"({cell.minimum.writes}) | {counts.keystone} | {counts.kubernetes} | {cell.keys} "
+            f"({cell.minimum.writes}) | {counts.keystone} | {_kubernetes(counts)} | {cell.keys} "
             f"({cell.minimum.keys}) | {cell.renumbered} | {_ms(cell.wall('records'))} | "
             f"{_ms(cell.wall('adjust'))} | {apply} | {_ms(cell.read_cpu)} | {cell.peak_rss_mb:.0f} "
             f"| {state} |"
         )
     return rows
+
+
+def _kubernetes(counts: CallCounts) -> str:
+    """Requests, and the watch streams opened during the loop (a watch's periodic renewal, not a read)."""
+    return f"{counts.kubernetes} (+{counts.watches} watch)" if counts.watches else str(counts.kubernetes)
 
 
 def plot(cells: Sequence[Cell], configs: Sequence[Config], path: Path) -> bool:
