@@ -499,13 +499,14 @@ class LandbProvider:
         A removal that landed although it was reported failed (its reply lost, then no time left to
         retry) leaves its claim behind, and external-dns never deletes a claim whose record it no
         longer sees; kept, it would make an alias of that name set later by hand look like ours.
-        Only when no apply ran since ``found`` was read: an apply stores a claim just before it
-        writes the alias. A claim dropped while its name is still wanted is recreated by external-dns
+        Only when no apply runs or ran since ``found`` was read: an apply stores a claim just before
+        it writes the alias. A claim dropped while its name is still wanted is recreated by external-dns
         together with the alias. Records itself writes nothing: the drop runs off the request path,
         under the apply lock, and only if still no apply has started (_drop_orphaned_claims).
         """
         orphaned = [c for c in claims if self._claimed_label(c) not in (None, *found)]
-        if not orphaned or self._options.dry_run or self._applies_started != applies_before:
+        busy = self._apply_lock.locked() or self._applies_started != applies_before
+        if not orphaned or self._options.dry_run or busy:
             return claims
         self._orphan_drops.offer(self._drop_orphaned_claims, orphaned, applies_before)
         return [c for c in claims if c not in orphaned]
