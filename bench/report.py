@@ -166,8 +166,10 @@ def cell_table(cells: Sequence[Cell], config: Config) -> list[str]:
 
 
 def _kubernetes(counts: CallCounts) -> str:
-    """Requests, and the watch streams opened during the loop (a watch's periodic renewal, not a read)."""
-    return f"{counts.kubernetes} (+{counts.watches} watch)" if counts.watches else str(counts.kubernetes)
+    """Requests, then what fell in the loop's window on a clock of its own: watch streams opened (each
+    cache renews its watch every minute) and writer Lease requests (a renewal every 2 s)."""
+    extra = [f"+{n} {what}" for n, what in ((counts.watches, "watch"), (counts.leases, "lease")) if n]
+    return f"{counts.kubernetes} ({', '.join(extra)})" if extra else str(counts.kubernetes)
 
 
 def plot(cells: Sequence[Cell], configs: Sequence[Config], path: Path) -> bool:
