@@ -25,6 +25,11 @@ def is_metadata_write(call: ApiCall) -> bool:
     return call.api == "nova" and call.method in {"POST", "PUT", "DELETE"} and "/metadata" in call.path
 
 
+def is_lease(call: ApiCall) -> bool:
+    """The writer Lease (leader election): renewed on its own clock, every few seconds, not per loop."""
+    return call.api == "kubernetes" and "/leases" in call.path
+
+
 def is_watch(call: ApiCall) -> bool:
     return call.api == "kubernetes" and any(
         part in {"watch=true", "watch=True", "watch=1"} for part in call.query.split("&")
@@ -40,8 +45,10 @@ class CallCounts:
     """Metadata POST / PUT / DELETE."""
     keystone: int = 0
     kubernetes: int = 0
-    """Every Kubernetes request but the opening of a watch stream."""
+    """Every Kubernetes request but the opening of a watch stream and the writer Lease's."""
     watches: int = 0
+    leases: int = 0
+    """Writer Lease requests that fell in the window (two per renewal, one every 2 s)."""
 
     @classmethod
     def of(cls, calls: Iterable[ApiCall]) -> CallCounts:
@@ -55,6 +62,8 @@ class CallCounts:
                 kinds["keystone"] += 1
             elif is_watch(call):
                 kinds["watches"] += 1
+            elif is_lease(call):
+                kinds["leases"] += 1
             elif call.api == "kubernetes":
                 kinds["kubernetes"] += 1
         return cls(**kinds)
@@ -66,6 +75,7 @@ class CallCounts:
             self.keystone + other.keystone,
             self.kubernetes + other.kubernetes,
             self.watches + other.watches,
+            self.leases + other.leases,
         )
 
     @property

@@ -11,7 +11,7 @@
 Both references answer AdjustEndpoints exactly as this project does (one A record per alias, the
 ingress nodes' addresses, read from one node listing) so that external-dns settles with them too, and
 keep external-dns' TXT ownership records in memory (their designs store none): their counts therefore
-include no ownership traffic, which ours does (one ConfigMap LIST per Records, and the claims' writes).
+include no ownership traffic, which ours does (the claims' writes; they are read from a watch-fed cache).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from bench.baseline import positional_metadata, positional_writes
 from landb_webhook.adapters.kubernetes import api_client_for, internal_ipv4_addresses, json_body
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import list_servers
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
@@ -87,8 +88,11 @@ class Ours:
         self.records = self._provider.records
         self.adjust_endpoints = self._provider.adjust_endpoints
         self.apply_changes = self._provider.apply_changes
+        ownership = self._resources.ownership
         if not self._resources.nodes.wait_synced(30):
             raise RuntimeError("the node cache did not sync")
+        if isinstance(ownership, ConfigMapOwnershipStore) and not ownership.wait_synced(30):
+            raise RuntimeError("the ownership cache did not sync")
 
     @property
     def resources(self) -> Resources:

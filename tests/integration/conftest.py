@@ -8,6 +8,7 @@ simulator offers — fault injection, recorded API calls, watch-history compacti
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,12 +22,14 @@ from kubernetes import client
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.adapters.reflector import WatchOptions
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
 from support.fake_time import FakeTime
 from support.kube_apiserver import KubeApiServer
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
+WATCH_FIELDS = {field.name for field in dataclasses.fields(WatchOptions)}
 
 
 Eventually = Callable[..., Any]
@@ -142,15 +145,13 @@ def make_node_source(kube_api_client: client.ApiClient) -> Iterator[Callable[...
     sources: list[KubernetesNodeSource] = []
 
     def make(**options: Any) -> KubernetesNodeSource:
-        options = {
-            "ingress_selector": "role=ingress",
-            "exclude_label": EXCLUDE_LABEL,
-            "request_timeout": 3.0,
-            "backoff_initial": 0.05,
-            "backoff_max": 0.5,
-            **options,
-        }
-        source = KubernetesNodeSource(kube_api_client, **options)
+        """``options``: the source's arguments and WatchOptions fields, mixed."""
+        timing = {name: options.pop(name) for name in WATCH_FIELDS & options.keys()}
+        watch = WatchOptions(
+            **{"request_timeout": 3.0, "backoff_initial": 0.05, "backoff_max": 0.5, **timing}
+        )
+        options = {"ingress_selector": "role=ingress", "exclude_label": EXCLUDE_LABEL, **options}
+        source = KubernetesNodeSource(kube_api_client, watch=watch, **options)
         sources.append(source)
         return source
 
@@ -162,9 +163,21 @@ def make_node_source(kube_api_client: client.ApiClient) -> Iterator[Callable[...
 @pytest.fixture
 def make_configmap_store(
     kube_api_client: client.ApiClient, kube_cluster: KubeCluster
-) -> Callable[..., ConfigMapOwnershipStore]:
-    def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
-        options = {"namespace": kube_cluster.namespace, "name": CONFIGMAP, "request_timeout": 3.0, **options}
-        return ConfigMapOwnershipStore(api or client.CoreV1Api(kube_api_client), **options)
+) -> Iterator[Callable[..., ConfigMapOwnershipStore]]:
+    """Stores of the cluster's namespace; ``options`` are the store's arguments and WatchOptions fields
+    (its cache, when a test starts it); every store's cache is stopped at the end."""
+    stores: list[ConfigMapOwnershipStore] = []
 
-    return make
+    def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
+        timing = {name: options.pop(name) for name in WATCH_FIELDS & options.keys()}
+        watch = WatchOptions(
+            **{"request_timeout": 3.0, "backoff_initial": 0.05, "backoff_max": 0.5, **timing}
+        )
+        options = {"namespace": kube_cluster.namespace, "name": CONFIGMAP, "request_timeout": 3.0, **options}
+        store = ConfigMapOwnershipStore(api or client.CoreV1Api(kube_api_client), watch=watch, **options)
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        store.stop()

@@ -19,6 +19,7 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.selector import InvalidSelector
 from landb_webhook.ports import Node, UpstreamError
 from support.clusters import KubeCluster
+from support.kube_requests import is_watch
 
 MakeSource = Callable[..., KubernetesNodeSource]
 Eventually = Callable[..., Any]
@@ -31,10 +32,6 @@ def by_name(source: KubernetesNodeSource) -> dict[str, Node]:
 
 def node_requests(state: Any) -> list[Any]:
     return [call for call in state.api_calls("kubernetes") if call.path == "/api/v1/nodes"]
-
-
-def is_watch(call: Any) -> bool:
-    return parse_qs(call.query).get("watch") == ["true"]
 
 
 def test_the_first_list_fills_the_cache_with_every_node(

@@ -17,8 +17,10 @@ from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, ConfigMapOwnershi
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.ports import UpstreamError
 from support.clusters import KubeCluster
+from support.kube_requests import configmap_requests
 
 MakeStore = Callable[..., ConfigMapOwnershipStore]
+Eventually = Callable[..., Any]
 CONFIGMAP = "landb-webhook-ownership"  # what make_configmap_store uses by default, in the cluster's namespace
 
 
@@ -286,3 +288,109 @@ def test_kubernetes_failures_are_upstream_errors(
     assert str(status) in raised.value.reason
     with pytest.raises(UpstreamError):
         store.apply([txt("a-app.cern.ch")], [])
+
+
+# -- the watch-fed cache (the service starts it; the one-shot commands read fresh) --------------------
+
+
+def started(store: ConfigMapOwnershipStore) -> ConfigMapOwnershipStore:
+    store.start()
+    assert store.wait_synced(5)
+    return store
+
+
+def names(store: ConfigMapOwnershipStore) -> list[str]:
+    return [record.dns_name for record in store.records()]
+
+
+def test_records_from_a_synced_cache_make_no_request(simulator: Any, make_configmap_store: MakeStore) -> None:
+    store = started(make_configmap_store())
+    store.apply([txt("a-app.cern.ch"), txt("a-web.cern.ch")], [])
+    simulator.state.reset_api_calls()
+    for _ in range(20):
+        assert names(store) == ["a-app.cern.ch", "a-web.cern.ch"]
+    assert configmap_requests(simulator.state) == []
+
+
+def test_a_write_is_seen_by_the_very_next_records(
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore
+) -> None:
+    store = started(make_configmap_store())
+    for i in range(5):
+        store.apply([txt(f"a-app{i}.cern.ch")], [])
+        assert f"a-app{i}.cern.ch" in names(store)
+    store.apply([], [txt("a-app0.cern.ch")])
+    assert names(store) == [f"a-app{i}.cern.ch" for i in range(1, 5)]
+
+
+def test_a_write_is_seen_at_once_even_while_the_watch_is_down(
+    simulator: Any, make_configmap_store: MakeStore, eventually: Eventually
+) -> None:
+    """Read-your-writes comes from the write's reply, not the watch: with every list and watch of
+    ConfigMaps failing (and the cache not yet too old to use), the write plans from the cache and the
+    next records() answers from it, both without reading."""
+    store = started(make_configmap_store(watch_timeout=1, max_staleness=300))
+    store.apply([txt("a-app.cern.ch")], [])
+    reads_fail = simulator.state.inject_fault(
+        api="kubernetes", method="GET", path_pattern="/configmaps", times=None
+    )
+    eventually(lambda: reads_fail.hits >= 1, timeout=10, what="the watch to be down")
+    store.apply([txt("a-web.cern.ch")], [txt("a-app.cern.ch")])
+    assert names(store) == ["a-web.cern.ch"]
+    reads_fail.cancel()
+
+
+def test_another_writers_change_arrives_by_the_watch(
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, eventually: Eventually
+) -> None:
+    ours = started(make_configmap_store())
+    ours.apply([txt("a-ours.cern.ch")], [])
+    make_configmap_store().apply([txt("a-theirs.cern.ch")], [])  # say, `adopt`: it reads and writes fresh
+    eventually(lambda: names(ours) == ["a-ours.cern.ch", "a-theirs.cern.ch"], what="their claim, watched")
+
+
+def test_a_write_planned_from_a_cache_behind_the_api_is_merged_not_lost(
+    kube_cluster: KubeCluster, make_configmap_store: MakeStore, kube_api_client: client.ApiClient
+) -> None:
+    """Their write lands after our cache was read, before our write: ours carries the resourceVersion
+    it planned from, so it is refused (409), re-read fresh and merged."""
+    other = make_configmap_store()
+    other.apply([txt("a-first.cern.ch")], [])
+    api = InterleavingApi(kube_api_client, lambda: other.apply([txt("a-theirs.cern.ch")], []))
+    ours = started(make_configmap_store(api=api))
+    ours.apply([txt("a-ours.cern.ch")], [])
+    assert api.write_statuses == [409, 200]
+    expected = ["a-first.cern.ch", "a-ours.cern.ch", "a-theirs.cern.ch"]
+    assert names(other) == expected
+    assert names(ours) == expected  # the fresh re-read and our write are in the cache at once
+
+
+def test_an_unsynced_cache_reads_fresh_and_never_reports_nothing(
+    simulator: Any, make_configmap_store: MakeStore
+) -> None:
+    make_configmap_store().apply([txt("a-app.cern.ch")], [])
+    lists_fail = simulator.state.inject_fault(
+        api="kubernetes", method="GET", path_pattern="/configmaps", times=None
+    )
+    store = make_configmap_store()
+    store.start()
+    assert not store.synced
+    with pytest.raises(UpstreamError) as raised:
+        store.records()  # the cache has nothing to say yet, and the fresh read fails: a 503
+    assert raised.value.retryable
+    lists_fail.cancel()
+    assert names(store) == ["a-app.cern.ch"]
+
+
+def test_a_cache_too_old_is_not_trusted_records_read_fresh(
+    simulator: Any, make_configmap_store: MakeStore
+) -> None:
+    now = [1000.0]
+    store = started(make_configmap_store(watch_timeout=300, max_staleness=60, clock=lambda: now[0]))
+    store.apply([txt("a-app.cern.ch")], [])
+    simulator.state.reset_api_calls()
+    assert names(store) == ["a-app.cern.ch"]
+    assert configmap_requests(simulator.state) == []
+    now[0] += 61  # no list or watch has ended well for longer than the bound
+    assert names(store) == ["a-app.cern.ch"]
+    assert [call.method for call in configmap_requests(simulator.state)] == ["GET"]

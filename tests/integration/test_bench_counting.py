@@ -36,9 +36,12 @@ def test_a_known_sequence_of_calls_gives_the_exact_counts(simulator: Simulator, 
         core = client.CoreV1Api(api_client)
         core.list_node()
         core.list_node(watch=True, timeout_seconds=1, _preload_content=False).release_conn()
+        client.CoordinationV1Api(api_client).list_namespaced_lease("default")  # the writer Lease's kind
 
         counts = CallCounts.of(simulator.state.api_calls())
-        assert counts == CallCounts(nova_reads=1, nova_writes=3, keystone=0, kubernetes=1, watches=1)
+        assert counts == CallCounts(
+            nova_reads=1, nova_writes=3, keystone=0, kubernetes=1, watches=1, leases=1
+        )
         assert counts.total == 5
         # landb-alias and landb-alias2 set, then landb-alias2 deleted: three key changes.
         assert keys_rewritten(before, simulator.state.metadata_history()) == 3

@@ -348,8 +348,9 @@ def assert_the_service_account_has_exactly_the_webhook_s_rights(server: KubeApiS
         )
 
     granted = [(verb, resource, None) for verb in ("list", "watch") for resource in ("nodes", "pods")]
-    granted += [(verb, "configmaps", NAMESPACE) for verb in ("get", "list", "create", "update")]
-    refused = [(verb, "configmaps", NAMESPACE) for verb in ("patch", "delete", "watch")]
+    granted += [(verb, "configmaps", NAMESPACE) for verb in ("get", "list", "watch", "create", "update")]
+    refused = [(verb, "configmaps", NAMESPACE) for verb in ("patch", "delete")]
     refused += [("update", "nodes", None), ("get", "pods", None), ("list", "configmaps", "kube-system")]
+    refused += [("watch", "configmaps", "kube-system")]
     assert [check for check in granted if not allowed(*check)] == []
     assert [check for check in refused if allowed(*check)] == []

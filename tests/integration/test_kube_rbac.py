@@ -46,6 +46,7 @@ def allowed(server: KubeApiServer, cluster: RealCluster, verb: str, resource: st
         ("watch", "nodes"),
         ("get", "configmaps"),
         ("list", "configmaps"),
+        ("watch", "configmaps"),  # the ownership cache
         ("create", "configmaps"),
         ("update", "configmaps"),
         ("list", "pods"),  # the ingress controller's pods, with LANDB_INGRESS_POD_SELECTOR
@@ -75,8 +76,10 @@ def test_what_the_adapters_use_is_granted(
         ("delete", "pods", "own"),
         ("list", "services", "own"),
         ("list", "configmaps", "other"),
+        ("watch", "configmaps", "other"),
         ("create", "configmaps", "other"),
         ("list", "configmaps", "cluster"),
+        ("watch", "configmaps", "cluster"),
     ],
 )
 def test_everything_else_is_refused(

@@ -18,10 +18,11 @@ Bounded: SEEDS scenarios, a few loops each, backoff sleeps virtual (support.fake
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from landb_webhook.simulator.state import FaultHandle, SimulatorState
 from support.external_dns import plan
 from support.fake_time import FakeTime
 from support.history import assert_never_without_carrier, carriers
-from support.landb_stack import Stack, build_stack
+from support.landb_stack import OWNERSHIP_NAMESPACE, Stack, build_stack
 
 SEEDS = int(os.environ.get("LANDB_FAULT_SEEDS", "50"))
 FAULTY_LOOPS = 2
@@ -46,6 +47,7 @@ HAND_SET = "legacy--load-7-"
 FROZEN_KEY, FROZEN_VALUE = "landb-alias1", "eth0.cern.ch:frozen--load-5-;eth1.cern.ch:other"
 METADATA_WRITE = r"/servers/[^/]+/metadata(/.*)?$"
 SERVER_SEARCH = r"/servers/detail$"
+CONFIGMAPS = r"/configmaps"
 
 
 @dataclass
@@ -257,10 +259,14 @@ def _metadata_before(
     return {server: found.get(server, {}) for server in servers}
 
 
-def test_a_removal_that_landed_though_reported_failed_leaves_no_claim_behind(fleet: Fleet) -> None:
+def test_a_removal_that_landed_though_reported_failed_leaves_no_claim_behind(
+    fleet: Fleet, eventually: Callable[..., Any]
+) -> None:
     """Every metadata write lands but loses its reply, and so does every retry: the apply
-    reports the removal failed and keeps its claim. The next Records, seeing no carrier, drops it:
-    external-dns would never delete it, and it would make a hand-set alias of that name look ours."""
+    reports the removal failed and keeps its claim. The next Records, seeing no carrier, no longer
+    reports it and has it dropped in the background: external-dns would never delete it, and it would
+    make a hand-set alias of that name look ours. Records itself writes nothing: it answers while
+    every ConfigMap write fails, and the claim goes once writes work again."""
     state = fleet.state
     reset_fleet(fleet, random.Random(0))
     set_ingress(fleet, set(fleet.nodes[:3]))
@@ -270,9 +276,24 @@ def test_a_removal_that_landed_though_reported_failed_leaves_no_claim_behind(fle
         loop(fleet, {"app"})
     state.clear_faults()
     assert "web" not in carriers({s: state.metadata(s) for s in fleet.ids.values()})
-    assert "a-web.cern.ch" in {e.dns_name for e in fleet.stack.ownership.records()}
+    assert "a-web.cern.ch" in stored_claims(fleet)
 
+    no_writes = state.inject_fault(api="kubernetes", method="PUT", path_pattern=CONFIGMAPS, times=None)
     records = fleet.stack.provider.records()
     assert {e.dns_name for e in records if e.record_type == "TXT"} == {"a-app.cern.ch"}
-    assert {e.dns_name for e in fleet.stack.ownership.records()} == {"a-app.cern.ch"}
+    eventually(lambda: no_writes.hits >= 1, what="the background drop to meet the failing write")
+    assert "a-web.cern.ch" in stored_claims(fleet)
+    no_writes.cancel()
+
+    def dropped() -> bool:
+        fleet.stack.provider.records()  # offers the drop again, as the next loop would
+        return stored_claims(fleet) == {"a-app.cern.ch"}
+
+    eventually(dropped, what="the orphaned claim to be dropped")
     assert loop(fleet, {"app"})
+
+
+def stored_claims(fleet: Fleet) -> set[str]:
+    """The claims in the ConfigMap as the API server has it (not the provider's cache)."""
+    stored = fleet.state.configmap(OWNERSHIP_NAMESPACE, fleet.stack.settings.ownership_configmap) or {}
+    return {json.loads(value)["dnsName"] for value in (stored.get("data") or {}).values()}

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
@@ -24,6 +25,7 @@ from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.external_dns import plan
+from support.kube_requests import is_watch
 
 Eventually = Callable[..., Any]
 
@@ -154,6 +156,19 @@ def test_second_loop_changes_nothing(make_cluster: Any) -> None:
     records = {replace(e, labels=()) for e in cluster.provider.records() if e.record_type == "A"}
     adjusted = {replace(e, labels=()) for e in cluster.provider.adjust_endpoints(cluster.desired)}
     assert records == adjusted
+
+
+def test_a_settled_loop_makes_no_kubernetes_request(make_cluster: Any) -> None:
+    """Nodes and ownership claims are both watch-fed: once settled, a loop reads neither afresh."""
+    cluster = make_cluster(leader_election=False)  # the writer Lease is renewed on a clock of its own
+    cluster.want("app.cern.ch", "web.cern.ch")
+    cluster.settle()
+    assert isinstance(cluster.resources.ownership, ConfigMapOwnershipStore)
+    assert cluster.resources.ownership.wait_synced(5)
+    cluster.sim.state.reset_api_calls()
+    for _ in range(5):
+        assert cluster.loop().is_empty
+    assert [c for c in cluster.sim.state.api_calls("kubernetes") if not is_watch(c)] == []
 
 
 def test_indices_are_distinct_per_alias_and_start_at_the_floor(make_cluster: Any) -> None:

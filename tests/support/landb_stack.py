@@ -51,7 +51,9 @@ class Stack:
     settings: Settings
 
     def close(self) -> None:
+        self.provider.close()
         self.nodes.stop()
+        self.ownership.stop()
         self.servers.close()
 
 
@@ -64,12 +66,12 @@ def build_stack(
     watch_timeout: int = 60,
     **overrides: Any,
 ) -> Stack:
-    """Start the node watch and wait for its first sync; ``overrides`` are Settings fields."""
+    """Start the node and ownership watches and wait for their first sync; ``overrides`` are Settings
+    fields."""
     settings = simulator_settings(config, **overrides)
     api_client = api_client_for(settings.kubeconfig)
-    nodes = KubernetesNodeSource.from_settings(
-        settings, api_client, clock=node_clock, watch_timeout=watch_timeout, backoff_max=0.5
-    )
+    watch = {"clock": node_clock, "watch_timeout": watch_timeout, "backoff_max": 0.5}
+    nodes = KubernetesNodeSource.from_settings(settings, api_client, **watch)
     servers = OpenStackServerStore.from_settings(
         settings,
         clouds_yaml=config.clouds_yaml,
@@ -77,13 +79,15 @@ def build_stack(
         sleep=fake_time.sleep,
         chance=random.Random(seed),
     )
-    ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
+    ownership = ConfigMapOwnershipStore.from_settings(settings, api_client, **watch)
     metrics = Metrics.create(process_metrics=False)
     provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics)
     nodes.start()
-    if not nodes.wait_synced(10):
+    ownership.start()
+    if not (nodes.wait_synced(10) and ownership.wait_synced(10)):
         nodes.stop()
-        raise TimeoutError("the node cache did not sync")
+        ownership.stop()
+        raise TimeoutError("the node or ownership cache did not sync")
     return Stack(provider, nodes, servers, ownership, metrics, settings)
 
 

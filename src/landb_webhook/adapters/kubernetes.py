@@ -29,7 +29,7 @@ from landb_webhook.adapters.kubeclient import (
     release_failed_response,
     upstream_error,
 )
-from landb_webhook.adapters.reflector import Reflector
+from landb_webhook.adapters.reflector import DEFAULT_WATCH, Reflector, WatchOptions
 from landb_webhook.adapters.selector import AnySelector, LabelSelector
 from landb_webhook.config import Settings
 from landb_webhook.ports import Node
@@ -161,34 +161,18 @@ class KubernetesNodeSource:
         exclude_label: str,
         ingress_pod_selector: str = "",
         ingress_pod_namespace: str | None = None,
-        request_timeout: float = 5.0,
-        watch_timeout: int = 60,
-        list_page_size: int = 500,
-        backoff_initial: float = 0.5,
-        backoff_max: float = 30.0,
-        max_staleness: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        watch: WatchOptions = DEFAULT_WATCH,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """Raises selector.InvalidSelector when a selector is malformed.
 
-        ``max_staleness`` (default: five watch periods) bounds how old a cache may be, counted from
-        the last list or watch that ended well, before nodes() refuses to answer from it. An empty
+        nodes() refuses to answer from a cache older than ``watch.staleness_bound``. An empty
         ``ingress_pod_selector`` means pods are not looked at.
         """
         self._classifier = NodeClassifier(ingress_selector, exclude_label)
         core = client.CoreV1Api(api_client)
-        timing: dict[str, Any] = {
-            "request_timeout": request_timeout,
-            "watch_timeout": watch_timeout,
-            "list_page_size": list_page_size,
-            "backoff_initial": backoff_initial,
-            "backoff_max": backoff_max,
-            "max_staleness": max_staleness,
-            "clock": clock,
-        }
         self._node_cache: Reflector[Node] = Reflector(
-            "nodes", core.list_node, self._classifier.node, on_change=_log_node_change, **timing
+            "nodes", core.list_node, self._classifier.node, on_change=_log_node_change, options=watch
         )
         self._pod_cache: Reflector[ControllerPod] | None = None
         if ingress_pod_selector.strip():
@@ -204,7 +188,7 @@ class KubernetesNodeSource:
                 controller_pod,
                 on_change=self._pod_changed,
                 list_options={"label_selector": ingress_pod_selector},
-                **timing,
+                options=watch,
             )
         self._wall_clock = wall_clock
         self._pods_gone_at: dict[str, float] = {}
@@ -219,20 +203,18 @@ class KubernetesNodeSource:
         api_client: client.ApiClient | None = None,
         *,
         wall_clock: Callable[[], float] = time.time,
-        **injected: Any,
+        **watch_overrides: Any,
     ) -> KubernetesNodeSource:
         """``wall_clock`` (epoch seconds) must be the one the provider measures grace periods with;
-        ``injected``: constructor arguments settings do not cover (a test's clock, watch period)."""
+        ``watch_overrides``: WatchOptions settings do not cover (a test's clock, watch period)."""
         return cls(
             api_client or api_client_for(settings.kubeconfig),
             ingress_selector=settings.ingress_selector,
             exclude_label=settings.exclude_label,
             ingress_pod_selector=settings.ingress_pod_selector,
             ingress_pod_namespace=settings.ingress_pod_namespace,
-            request_timeout=settings.upstream_timeout,
+            watch=WatchOptions.from_settings(settings, **watch_overrides),
             wall_clock=wall_clock,
-            max_staleness=settings.node_cache_max_age,
-            **injected,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------

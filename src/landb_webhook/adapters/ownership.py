@@ -15,8 +15,15 @@ of (name, setIdentifier). Plain keys never contain ``_`` and hashed keys always 
 never collide. The key only places the record: its identity is read back from the JSON value.
 The JSON is ASCII-escaped, so any string (quotes, commas, unicode) round-trips byte for byte.
 
-Records are read fresh on every call (one LIST of a few small objects, once per external-dns loop):
-with a cache, a second replica or an operator's ``kubectl edit`` would go unseen.
+Once start()ed (the service), records are answered from a list+watch-fed cache (adapters.reflector),
+so an external-dns loop costs no Kubernetes request: another replica's write, ``adopt`` or an
+operator's ``kubectl edit`` arrive by the watch. Our own writes are put into the cache from the API's
+reply, so the very next read sees them. Before the cache has synced, or when its watch has failed for
+longer than the node cache's bound (``LANDB_NODE_CACHE_MAX_AGE``), records() falls back to a fresh
+LIST rather than refusing: the records are few and small, a fresh read is always right, and a watch
+that keeps failing while lists work (say, RBAC without ``watch``) then costs a request per loop, not
+the service; when the LIST fails too, the UpstreamError is a 503. Not started (the one-shot commands),
+every call reads fresh.
 
 Writes use optimistic concurrency: read with resourceVersion, replace with it; on a 409 the
 whole change is re-read and re-applied (it is idempotent), never forced. When one ConfigMap would
@@ -27,7 +34,7 @@ the highest-numbered copy, so a record is never missing, even between the two wr
 
 Only ConfigMaps labelled ``app.kubernetes.io/managed-by=landb-webhook`` are read (one labelled
 LIST); a same-named ConfigMap without that label is someone else's and is never overwritten.
-RBAC needed in the namespace: configmaps get, list, create, update.
+RBAC needed in the namespace: configmaps get, list, watch, create, update.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import json
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +61,7 @@ from landb_webhook.adapters.kubernetes import (
     upstream_error,
 )
 from landb_webhook.adapters.memory import ownership_key
+from landb_webhook.adapters.reflector import Reflector, WatchOptions
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.ports import UpstreamError
@@ -62,6 +70,7 @@ log = structlog.get_logger(__name__)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "landb-webhook"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 FORMAT_ANNOTATION = "landb-webhook/format"
 FORMAT_DESCRIPTION = "one data key per external-dns TXT ownership record; value = the endpoint as JSON"
 DEFAULT_MAX_BYTES = 900 * 1024
@@ -178,7 +187,9 @@ class ConfigMapOwnershipStore:
         request_timeout: float = 5.0,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_attempts: int = 5,
+        watch: WatchOptions | None = None,
     ) -> None:
+        """``watch``: how the cache lists and watches once start()ed (default: ``request_timeout``)."""
         self._api = api
         self._namespace = namespace
         self._name = name
@@ -187,26 +198,66 @@ class ConfigMapOwnershipStore:
         self._max_attempts = max_attempts
         self._shard_name = re.compile(rf"{re.escape(name)}(?:-(?P<index>[1-9][0-9]*))?")
         self._write_lock = threading.Lock()
+        self._cache: Reflector[dict[str, Any]] = Reflector(
+            "ownership ConfigMaps",
+            lambda **options: api.list_namespaced_config_map(namespace, **options),
+            _without_managed_fields,
+            list_options={"label_selector": MANAGED_SELECTOR},
+            options=watch or WatchOptions(request_timeout=request_timeout),
+        )
+        self._decoded: tuple[int, list[Endpoint]] | None = None
+        """The records decoded from the cache at its version, so a quiet loop decodes nothing."""
+        self._cache_unusable = False
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, api_client: client.ApiClient | None = None
+        cls, settings: Settings, api_client: client.ApiClient | None = None, **watch_overrides: Any
     ) -> ConfigMapOwnershipStore:
+        """``watch_overrides``: WatchOptions settings do not cover (a test's clock, watch period)."""
         return cls(
             client.CoreV1Api(api_client or api_client_for(settings.kubeconfig)),
             namespace=settings.ownership_namespace or default_namespace(),
             name=settings.ownership_configmap,
             request_timeout=settings.upstream_timeout,
+            watch=WatchOptions.from_settings(settings, **watch_overrides),
         )
 
     def shard_name(self, index: int) -> str:
         return self._name if index == 0 else f"{self._name}-{index}"
 
+    # -- the cache's lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the watch-fed cache (the service); until then, and without it, every read is fresh."""
+        self._cache.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._cache.stop(timeout)
+
+    @property
+    def synced(self) -> bool:
+        return self._cache.synced
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._cache.wait_synced(timeout)
+
     # -- ports.OwnershipStore --------------------------------------------------------------------
 
     def records(self) -> Sequence[Endpoint]:
+        """From the cache when it is usable (no request), else from a fresh LIST (module docstring)."""
+        cached = self._cached()
+        if cached is None:
+            return self._decode(self._read())
+        items, version = cached
+        if self._decoded is not None and self._decoded[0] == version:
+            return list(self._decoded[1])
+        decoded = self._decode(self._shards(items.values()))
+        self._decoded = (version, decoded)
+        return list(decoded)
+
+    def _decode(self, shards: Sequence[_Shard]) -> list[Endpoint]:
         found: dict[tuple[str, str], Endpoint] = {}
-        for shard in self._read():  # ascending index: a higher-numbered copy wins
+        for shard in shards:  # ascending index: a higher-numbered copy wins
             for key, value in shard.data.items():
                 try:
                     record = decode_record(value)
@@ -226,37 +277,68 @@ class ConfigMapOwnershipStore:
         if not upserts and not deletes:
             return
         with self._write_lock:
+            # Planned from the cache when usable: each write carries the resourceVersion it was
+            # planned from, so a cache behind the API costs a 409 and a fresh read, never a lost write.
+            cached = self._cached()
+            shards = None if cached is None else self._shards(cached[0].values())
             for attempt in range(1, self._max_attempts + 1):
-                shards = self._read()
+                if shards is None:
+                    shards = self._read()
                 try:
                     for shard, data in self._plan(shards, upserts, deletes):
                         self._write(shard, data)
                     return
                 except _Conflict:
                     log.info("ownership ConfigMap changed concurrently; re-reading", attempt=attempt)
+                    shards = None
         raise UpstreamError(
             UPSTREAM, f"ownership ConfigMaps kept changing during {self._max_attempts} attempts"
         )
 
     # -- internals -------------------------------------------------------------------------------
 
+    def _cached(self) -> tuple[dict[str, dict[str, Any]], int] | None:
+        """The cache's ConfigMaps and version; None when not started, not synced yet or stale."""
+        if not self._cache.running:
+            return None
+        try:
+            cached = self._cache.items()
+        except UpstreamError as error:
+            if not self._cache_unusable:
+                # Stale is worth a warning; not synced yet is every start-up.
+                say = log.warning if self._cache.synced else log.info
+                say("ownership cache not usable: reading the ConfigMaps fresh", reason=error.reason)
+            self._cache_unusable = True
+            return None
+        if self._cache_unusable:
+            log.info("ownership cache usable again")
+        self._cache_unusable = False
+        return cached
+
     def _read(self) -> list[_Shard]:
+        """A fresh LIST of our ConfigMaps (one request)."""
         try:
             response: Any = self._api.list_namespaced_config_map(
                 self._namespace,
-                label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}",
+                label_selector=MANAGED_SELECTOR,
                 _preload_content=False,
                 _request_timeout=self._request_timeout,
             )
             listing = json_body(response)
         except Exception as exc:
             raise upstream_error(exc, "list ownership ConfigMaps") from exc
+        items = listing.get("items") or ()
+        for raw in items:  # what is read fresh is at least as new as what the cache holds
+            self._cache.observe(raw)
+        return self._shards(items)
+
+    def _shards(self, configmaps: Iterable[Mapping[str, Any]]) -> list[_Shard]:
         shards: list[_Shard] = []
-        for raw in listing.get("items") or ():
+        for raw in configmaps:
             matched = self._shard_name.fullmatch(str(raw.get("metadata", {}).get("name", "")))
             if matched:
                 index = int(matched["index"] or 0)
-                shards.append(_Shard(index, raw, dict(raw.get("data") or {})))
+                shards.append(_Shard(index, dict(raw), dict(raw.get("data") or {})))
         return sorted(shards, key=lambda shard: shard.index)
 
     def _plan(
@@ -320,15 +402,24 @@ class ConfigMapOwnershipStore:
         body["data"] = data
         configmap = client.V1ConfigMap.from_dict(body)
         assert configmap is not None
+        response: Any
         try:
             if shard.raw is None:
-                self._api.create_namespaced_config_map(
-                    self._namespace, configmap, _request_timeout=self._request_timeout
+                response = self._api.create_namespaced_config_map(
+                    self._namespace,
+                    configmap,
+                    _preload_content=False,
+                    _request_timeout=self._request_timeout,
                 )
             else:
-                self._api.replace_namespaced_config_map(
-                    name, self._namespace, configmap, _request_timeout=self._request_timeout
+                response = self._api.replace_namespaced_config_map(
+                    name,
+                    self._namespace,
+                    configmap,
+                    _preload_content=False,
+                    _request_timeout=self._request_timeout,
                 )
+            written = json_body(response)
         except ApiException as exc:
             release_failed_response(exc)
             if exc.status == _HTTP_CONFLICT and shard.raw is None:
@@ -338,6 +429,7 @@ class ConfigMapOwnershipStore:
             raise upstream_error(exc, f"write ConfigMap {self._namespace}/{name}") from exc
         except Exception as exc:
             raise upstream_error(exc, f"write ConfigMap {self._namespace}/{name}") from exc
+        self._cache.observe(written)  # read-your-writes: the next records() sees this write
         log.debug("ownership ConfigMap written", configmap=name, records=len(data))
 
     def _refuse_foreign(self, name: str) -> None:
@@ -356,6 +448,12 @@ class ConfigMapOwnershipStore:
                 f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; refusing to overwrite it",
                 retryable=False,
             )
+
+
+def _without_managed_fields(configmap: Mapping[str, Any]) -> dict[str, Any]:
+    """The ConfigMap as the cache keeps it; managedFields are never written back (see _write)."""
+    metadata = {k: v for k, v in (configmap.get("metadata") or {}).items() if k != "managedFields"}
+    return {**configmap, "metadata": metadata}
 
 
 def _entry_size(key: str, value: str) -> int:

@@ -2,7 +2,8 @@
 
 Objects are handled as raw JSON dicts rather than client models: a list of a few thousand costs a
 ``json.loads`` instead of a model tree per object, and each is turned at once into the small value its
-user reads. The node source runs one for nodes and, with a pod selector, one for the controller's pods.
+user reads. The node source runs one for nodes and, with a pod selector, one for the controller's pods;
+the ConfigMap ownership store runs one for its ConfigMaps, and tells it of its own writes (observe()).
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import structlog
 from kubernetes import watch
 
 from landb_webhook.adapters.kubeclient import UPSTREAM, json_body, upstream_error
+from landb_webhook.config import Settings
 from landb_webhook.ports import UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -26,6 +29,34 @@ ChangeHook = Callable[[str, "Value | None", "Value | None"], None]
 
 _SHORTEST_NORMAL_WATCH = 1.0
 """Seconds; a watch the server ends sooner than this is followed by a short pause."""
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How a cache lists and watches, and how old it may get before it refuses to answer."""
+
+    request_timeout: float = 5.0
+    watch_timeout: int = 60
+    """Seconds the server keeps one watch open before we open the next."""
+    list_page_size: int = 500
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    max_staleness: float | None = None
+    """Seconds since the last list or watch that ended well; None: five watch periods."""
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> WatchOptions:
+        """The service's options; ``overrides`` are fields settings do not cover (a test's clock)."""
+        configured = cls(request_timeout=settings.upstream_timeout, max_staleness=settings.node_cache_max_age)
+        return replace(configured, **overrides)
+
+    @property
+    def staleness_bound(self) -> float:
+        return 5.0 * self.watch_timeout if self.max_staleness is None else self.max_staleness
+
+
+DEFAULT_WATCH = WatchOptions()
 
 
 class Reflector(Generic[Value]):
@@ -39,35 +70,27 @@ class Reflector(Generic[Value]):
         *,
         on_change: Callable[[str, Value | None, Value | None], None] | None = None,
         list_options: Mapping[str, str] | None = None,
-        request_timeout: float = 5.0,
-        watch_timeout: int = 60,
-        list_page_size: int = 500,
-        backoff_initial: float = 0.5,
-        backoff_max: float = 30.0,
-        max_staleness: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        options: WatchOptions = DEFAULT_WATCH,
     ) -> None:
         """``on_change(key, before, after)`` runs in the watch thread after each change (None: absent).
 
-        ``max_staleness`` (default: five watch periods) bounds how old the cache may be, counted from
-        the last list or watch that ended well, before items() refuses to answer from it.
+        items() refuses to answer from a cache older than ``options.staleness_bound``, counted from the
+        last list or watch that ended well.
         """
         self.what = what
         self._list_call = list_call
         self._parse = parse
         self._on_change = on_change
         self._list_options = dict(list_options or {})
-        self._request_timeout = request_timeout
-        self._watch_timeout = watch_timeout
-        self._list_page_size = list_page_size
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
-        self._max_staleness = 5.0 * watch_timeout if max_staleness is None else max_staleness
-        self._clock = clock
+        self._options = options
+        self._max_staleness = options.staleness_bound
+        self._clock = options.clock
         self._last_contact = -math.inf
 
         self._lock = threading.Lock()
         self._items: dict[str, Value] = {}
+        self._versions: dict[str, int] = {}
+        """Key -> the resourceVersion its item was read at, when that is an integer."""
         self.version = 0
         """Bumped on every change of the items, so users can cache what they derive from them."""
         self._synced = threading.Event()
@@ -139,39 +162,52 @@ class Reflector(Generic[Value]):
                 failures = 0
                 if time.monotonic() - started < _SHORTEST_NORMAL_WATCH:
                     # A server that ends watches at once would otherwise make this loop spin.
-                    self._stopping.wait(self._backoff_initial)
+                    self._stopping.wait(self._options.backoff_initial)
             except Exception as exc:
                 if self._stopping.is_set():
                     break
                 failures += 1
-                delay = min(self._backoff_max, self._backoff_initial * 2 ** (failures - 1))
+                delay = min(self._options.backoff_max, self._options.backoff_initial * 2 ** (failures - 1))
                 reason = upstream_error(exc, f"list/watch {self.what}").reason
                 log.warning(f"relisting {self.what}", reason=reason, retry_in=delay, attempt=failures)
                 resource_version = None
                 self._stopping.wait(delay)
 
     def _relist(self) -> str:
-        """List every object (in pages), replace the cache, return the list's resourceVersion."""
+        """List every object (in pages), replace the cache, return the list's resourceVersion.
+
+        An item observed newer than the list (our own write, answered after the list was served)
+        is kept: the watch from the list's resourceVersion brings its change again, never an older one.
+        """
         fresh: dict[str, Value] = {}
+        versions: dict[str, int] = {}
         continue_token: str | None = None
         while True:
             response: Any = self._list_call(
-                limit=self._list_page_size,
+                limit=self._options.list_page_size,
                 _continue=continue_token,
                 _preload_content=False,
-                _request_timeout=self._request_timeout,
+                _request_timeout=self._options.request_timeout,
                 **self._list_options,
             )
             page = json_body(response)
             for obj in page.get("items") or ():
-                fresh[object_key(obj)] = self._parse(obj)
+                key = object_key(obj)
+                fresh[key] = self._parse(obj)
+                if (version := resource_version_of(obj)) is not None:
+                    versions[key] = version
             list_metadata = page.get("metadata") or {}
             continue_token = list_metadata.get("continue") or None
             if continue_token is None:
                 break
+        listed_at = _as_int(list_metadata.get("resourceVersion"))
         with self._lock:
             previous = self._items
-            self._items = fresh
+            if listed_at is not None:
+                for key, version in self._versions.items():
+                    if version > listed_at and key in previous:
+                        fresh[key], versions[key] = previous[key], version
+            self._items, self._versions = fresh, versions
             self.version += 1
         for key in sorted(previous.keys() | fresh.keys()):
             self._changed(key, previous.get(key), fresh.get(key))
@@ -190,29 +226,47 @@ class Reflector(Generic[Value]):
                 self._list_call,
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,
-                timeout_seconds=self._watch_timeout,
-                _request_timeout=(self._request_timeout, self._watch_timeout + self._request_timeout),
+                timeout_seconds=self._options.watch_timeout,
+                _request_timeout=(
+                    self._options.request_timeout,
+                    self._options.watch_timeout + self._options.request_timeout,
+                ),
                 **self._list_options,
             ):
                 raw = event["raw_object"]
                 resource_version = str((raw.get("metadata") or {}).get("resourceVersion") or resource_version)
                 if event["type"] in ("ADDED", "MODIFIED"):
-                    self._set(object_key(raw), self._parse(raw))
+                    self._set(object_key(raw), self._parse(raw), resource_version_of(raw))
                 elif event["type"] == "DELETED":
-                    self._set(object_key(raw), None)
+                    self._set(object_key(raw), None, resource_version_of(raw))
         finally:
             self._watch = None
         return resource_version
 
-    def _set(self, key: str, value: Value | None) -> None:
+    def observe(self, obj: Mapping[str, Any]) -> None:
+        """Take in an object the API has just returned (say, from our own write), unless the cache
+        already holds it at the same or a later resourceVersion: reads see a write at once."""
+        self._set(object_key(obj), self._parse(obj), resource_version_of(obj))
+
+    def _set(self, key: str, value: Value | None, version: int | None) -> None:
+        """Store ``value`` (None: gone) unless the cache holds a later version of the object."""
         with self._lock:
-            previous = self._items.get(key)
-            if previous == value:
+            known = self._versions.get(key)
+            if version is not None and known is not None and version <= known:
+                # Equal: nothing new. Older: the watch catching up with a write already observed.
                 return
+            previous = self._items.get(key)
             if value is None:
-                del self._items[key]
+                self._items.pop(key, None)
+                self._versions.pop(key, None)
             else:
                 self._items[key] = value
+                if version is None:
+                    self._versions.pop(key, None)
+                else:
+                    self._versions[key] = version
+            if previous == value:
+                return
             self.version += 1
         self._changed(key, previous, value)
 
@@ -227,3 +281,20 @@ def object_key(obj: Mapping[str, Any]) -> str:
     name = str(metadata.get("name", ""))
     namespace = metadata.get("namespace")
     return f"{namespace}/{name}" if namespace else name
+
+
+def resource_version_of(obj: Mapping[str, Any]) -> int | None:
+    """The object's resourceVersion as an integer, or None.
+
+    The API calls it opaque; kube-apiserver's (and the simulator's) are etcd revisions, which only
+    grow. Compared only to keep a cache from going back in time; one that is not an integer is never
+    compared, so the latest event then simply wins, as it would without this.
+    """
+    return _as_int((obj.get("metadata") or {}).get("resourceVersion"))
+
+
+def _as_int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None

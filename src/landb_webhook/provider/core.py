@@ -31,6 +31,7 @@ from landb_webhook.landb.plan import (
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
 from landb_webhook.provider.adopt import adoptable
+from landb_webhook.provider.background import BackgroundWork
 from landb_webhook.provider.executor import Outcome, PlanExecutor
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
@@ -111,6 +112,7 @@ class LandbProvider:
         )
         self._apply_lock = Lock()
         self._applies_started = 0
+        self._orphan_drops = BackgroundWork("landb-orphaned-claims")
         self._warned: set[tuple[str, str]] = set()
         self._departed = DepartedIndices()
         self._verdicts: dict[str, Verdict] = {}
@@ -231,6 +233,9 @@ class LandbProvider:
 
     def apply_changes(self, changes: Changes) -> None:
         self._require_writer_lease()
+        # A drop of orphaned claims the last Records started holds the apply lock only briefly: let it
+        # finish rather than answer 503, so the apply plans from the claims as they are after it.
+        self._orphan_drops.wait()
         if not self._apply_lock.acquire(blocking=False):
             raise ApplyError("another ApplyChanges is still running")
         try:
@@ -489,21 +494,31 @@ class LandbProvider:
     def _without_orphaned_claims(
         self, claims: list[Endpoint], found: dict[str, set[str]], applies_before: int
     ) -> list[Endpoint]:
-        """Drop the claims of aliases no server carries any more, and return the others.
+        """The claims but those of aliases no server carries any more, which are dropped in the background.
 
         A removal that landed although it was reported failed (its reply lost, then no time left to
         retry) leaves its claim behind, and external-dns never deletes a claim whose record it no
         longer sees; kept, it would make an alias of that name set later by hand look like ours.
-        Only when no apply ran since ``found`` was read: an apply stores a claim just before it
-        writes the alias. A claim dropped while its name is still wanted is recreated by external-dns
-        together with the alias.
+        Only when no apply runs or ran since ``found`` was read: an apply stores a claim just before
+        it writes the alias. A claim dropped while its name is still wanted is recreated by external-dns
+        together with the alias. Records itself writes nothing: the drop runs off the request path,
+        under the apply lock, and only if still no apply has started (_drop_orphaned_claims).
         """
         orphaned = [c for c in claims if self._claimed_label(c) not in (None, *found)]
-        if not orphaned or self._options.dry_run or not self._apply_lock.acquire(blocking=False):
+        busy = self._apply_lock.locked() or self._applies_started != applies_before
+        if not orphaned or self._options.dry_run or busy:
             return claims
+        self._orphan_drops.offer(self._drop_orphaned_claims, orphaned, applies_before)
+        return [c for c in claims if c not in orphaned]
+
+    def _drop_orphaned_claims(self, orphaned: list[Endpoint], applies_before: int) -> None:
+        """In the background: drop what Records found orphaned, unless an apply started since (it may
+        have stored one of these claims again); then the next Records decides afresh."""
+        if not self._apply_lock.acquire(blocking=False):
+            return
         try:
             if self._applies_started != applies_before:
-                return claims
+                return
             self._ownership.apply([], orphaned)
         finally:
             self._apply_lock.release()
@@ -511,7 +526,10 @@ class LandbProvider:
             "ownership records dropped: no server carries their alias any more",
             records=sorted(c.dns_name for c in orphaned),
         )
-        return [c for c in claims if c not in orphaned]
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop the background work (at shutdown); False if a drop still runs after ``timeout`` s."""
+        return self._orphan_drops.close(timeout)
 
     def _claimed_label(self, claim: Endpoint) -> str | None:
         try:
