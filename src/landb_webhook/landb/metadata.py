@@ -10,6 +10,7 @@ their indices are never reused, but we never rewrite or delete it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -62,13 +63,44 @@ def _per_interface_tokens(value: str) -> Iterator[tuple[str | None, str]]:
             yield interface.strip() or None, text
 
 
+@dataclass(frozen=True, slots=True)
+class SlotValue:
+    """One slot value read once: its token texts, and what each load token and plain alias stands for."""
+
+    texts: tuple[str, ...]
+    load: tuple[tuple[str, LoadToken], ...]
+    """(token text, parsed token) for every load-balanced token, in order."""
+    plain: tuple[str, ...]
+    """The label of every plain (CNAME) alias, in order."""
+
+
+PARSED_VALUES_CACHED = 16384
+"""Slot values kept parsed: a 150-node cluster with 300 aliases has about 4,200 (one to a few
+kilobytes each); every loop reads the same ones again, and a changed value is a new entry."""
+
+
+@functools.lru_cache(maxsize=PARSED_VALUES_CACHED)
+def read_slot_value(value: str) -> SlotValue:
+    """A slot value's tokens, parsed once per distinct value: parsing is a pure function of the text,
+    and Records reads every alias token of the cluster every loop."""
+    texts = split_tokens(value)
+    load = tuple((text, token) for text in texts if (token := parse_token(text)) is not None)
+    plain = tuple(label for text in texts if (label := parse_plain_alias(text)) is not None)
+    return SlotValue(texts, load, plain)
+
+
 @dataclass(frozen=True)
 class ServerAliases:
     """The alias content of one server's metadata, split into what we may edit and what we never touch."""
 
-    slots: Slots = field(default_factory=dict)
+    values: Mapping[int, SlotValue] = field(default_factory=dict)
+    """Slot number -> its value, read."""
     frozen: Mapping[str, str] = field(default_factory=dict)
     """Alias-bearing keys we never edit, verbatim."""
+
+    @functools.cached_property
+    def slots(self) -> Slots:
+        return {number: value.texts for number, value in self.values.items()}
 
     def frozen_slot_numbers(self) -> frozenset[int]:
         """Slot numbers whose key holds a frozen value: a new slot must never take them."""
@@ -76,11 +108,9 @@ class ServerAliases:
 
     def editable_tokens(self) -> Iterator[tuple[int, str, LoadToken]]:
         """(slot, token text, parsed token) for every load-balanced token in a slot."""
-        for number in sorted(self.slots):
-            for text in self.slots[number]:
-                token = parse_token(text)
-                if token is not None:
-                    yield number, text, token
+        for number in sorted(self.values):
+            for text, token in self.values[number].load:
+                yield number, text, token
 
     def _frozen_texts(self) -> Iterator[tuple[str, str | None, str]]:
         """(key, interface, token text) for every token in a frozen key or form; interface None: the
@@ -106,22 +136,22 @@ class ServerAliases:
     def plain_aliases(self) -> Iterator[tuple[str, str | None]]:
         """(label, interface) for every plain (CNAME) alias, in any key or form: LanDB points it at the
         interface a per-interface value names, else (interface None) at the server itself."""
-        slot_texts = ((None, text) for number in sorted(self.slots) for text in self.slots[number])
-        frozen_texts = ((interface, text) for _, interface, text in self._frozen_texts())
-        for interface, text in (*slot_texts, *frozen_texts):
+        for number in sorted(self.values):
+            yield from ((label, None) for label in self.values[number].plain)
+        for _, interface, text in self._frozen_texts():
             label = parse_plain_alias(text)
             if label is not None:
                 yield label, interface
 
     def load_tokens(self) -> Iterator[LoadToken]:
         """Every load-balanced alias LanDB will publish for this server."""
-        for _, _, token in self.editable_tokens():
-            yield token
+        for number in sorted(self.values):
+            yield from (token for _, token in self.values[number].load)
         yield from self.frozen_tokens()
 
 
 def read_aliases(metadata: Mapping[str, str]) -> ServerAliases:
-    slots: dict[int, tuple[str, ...]] = {}
+    values: dict[int, SlotValue] = {}
     frozen: dict[str, str] = {}
     for key, value in metadata.items():
         if not is_alias_key(key):
@@ -130,5 +160,5 @@ def read_aliases(metadata: Mapping[str, str]) -> ServerAliases:
         if number is None or is_per_interface_form(value):
             frozen[key] = value
         else:
-            slots[number] = split_tokens(value)
-    return ServerAliases(slots=slots, frozen=frozen)
+            values[number] = read_slot_value(value)
+    return ServerAliases(values=values, frozen=frozen)

@@ -8,6 +8,7 @@ case-insensitive. We only ever write the load-balanced form.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 MAX_LABEL_LENGTH = 63
@@ -71,7 +72,7 @@ def dns_name_for(label: str, domain: str) -> str:
     return f"{label}.{domain}"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class LoadToken:
     """``app--load-3-``: alias ``app`` published with discriminator 3 (an identity, not a position)."""
 
@@ -106,4 +107,5 @@ def parse_token(text: str) -> LoadToken | None:
     label = match["label"].lower()
     if not _LABEL.fullmatch(label) or len(label) > MAX_LABEL_LENGTH:
         return None
-    return LoadToken(label, int(match["index"]))
+    # Interned: every carrier of an alias holds the same label, and parsed values are kept (metadata.py).
+    return LoadToken(sys.intern(label), int(match["index"]))
