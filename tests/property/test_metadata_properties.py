@@ -130,6 +130,8 @@ def _everything_read(found: ServerAliases) -> tuple[object, ...]:
         list(found.frozen_tokens_by_key()),
         list(found.plain_aliases()),
         list(found.load_tokens()),
+        list(found.load_labels()),
+        list(found.frozen_labels()),
     )
 
 
@@ -146,11 +148,19 @@ slot_value_texts = st.one_of(
 def test_a_slot_value_reads_as_its_tokens_parsed_one_by_one(value: str) -> None:
     """Parsed slot values are kept (a cache): what is kept is exactly what parsing the value says."""
     texts = split_tokens(value)
-    expected_load = tuple((text, token) for text in texts if (token := parse_token(text)) is not None)
+    expected_load = tuple(
+        (text, token.label, token.index) for text in texts if (token := parse_token(text)) is not None
+    )
     expected_plain = tuple(label for text in texts if (label := parse_plain_alias(text)) is not None)
     for _ in range(2):  # the second read is answered from the cache
         read = read_slot_value(value)
-        assert (read.texts, read.load, read.plain) == (texts, expected_load, expected_plain)
+        expected_labels = tuple(label for _, label, _ in expected_load)
+        assert (read.texts, read.load, read.labels, read.plain) == (
+            texts,
+            expected_load,
+            expected_labels,
+            expected_plain,
+        )
 
 
 @given(server_metadata())
@@ -158,3 +168,10 @@ def test_a_server_reads_the_same_with_or_without_its_values_kept(generated: Gene
     cached = _everything_read(read_aliases(generated.metadata))
     read_slot_value.cache_clear()
     assert _everything_read(read_aliases(generated.metadata)) == cached
+
+
+@given(server_metadata())
+def test_the_labels_of_a_server_are_those_of_its_tokens(generated: GeneratedMetadata) -> None:
+    found = read_aliases(generated.metadata)
+    assert list(found.load_labels()) == [token.label for token in found.load_tokens()]
+    assert list(found.frozen_labels()) == [token.label for token in found.frozen_tokens()]

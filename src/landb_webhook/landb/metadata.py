@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from landb_webhook.landb.names import LoadToken, parse_plain_alias, parse_token
+from landb_webhook.landb.names import LoadToken, parse_plain_alias, parse_token, parse_token_parts
 
 ALIAS_KEY_PREFIX = "landb-alias"
 _SLOT_KEY = re.compile(r"landb-alias(?:(?P<number>[2-9]|[1-9][0-9]+))?")
@@ -65,11 +65,16 @@ def _per_interface_tokens(value: str) -> Iterator[tuple[str | None, str]]:
 
 @dataclass(frozen=True, slots=True)
 class SlotValue:
-    """One slot value read once: its token texts, and what each load token and plain alias stands for."""
+    """One slot value read once: its token texts, and what each load token and plain alias stands for.
+
+    Plain tuples of strings and numbers only: the garbage collector stops tracking those, so thousands
+    of kept values do not lengthen its full collections."""
 
     texts: tuple[str, ...]
-    load: tuple[tuple[str, LoadToken], ...]
-    """(token text, parsed token) for every load-balanced token, in order."""
+    load: tuple[tuple[str, str, int], ...]
+    """(token text, label, index) for every load-balanced token, in order."""
+    labels: tuple[str, ...]
+    """The label of each of ``load``."""
     plain: tuple[str, ...]
     """The label of every plain (CNAME) alias, in order."""
 
@@ -84,9 +89,14 @@ def read_slot_value(value: str) -> SlotValue:
     """A slot value's tokens, parsed once per distinct value: parsing is a pure function of the text,
     and Records reads every alias token of the cluster every loop."""
     texts = split_tokens(value)
-    load = tuple((text, token) for text in texts if (token := parse_token(text)) is not None)
-    plain = tuple(label for text in texts if (label := parse_plain_alias(text)) is not None)
-    return SlotValue(texts, load, plain)
+    load: list[tuple[str, str, int]] = []
+    plain: list[str] = []
+    for text in texts:
+        if (parts := parse_token_parts(text)) is not None:
+            load.append((text, *parts))  # a load token ends with "-": it is never a plain alias
+        elif (label := parse_plain_alias(text)) is not None:
+            plain.append(label)
+    return SlotValue(texts, tuple(load), tuple(label for _, label, _ in load), tuple(plain))
 
 
 @dataclass(frozen=True)
@@ -109,8 +119,8 @@ class ServerAliases:
     def editable_tokens(self) -> Iterator[tuple[int, str, LoadToken]]:
         """(slot, token text, parsed token) for every load-balanced token in a slot."""
         for number in sorted(self.values):
-            for text, token in self.values[number].load:
-                yield number, text, token
+            for text, label, index in self.values[number].load:
+                yield number, text, LoadToken(label, index)
 
     def _frozen_texts(self) -> Iterator[tuple[str, str | None, str]]:
         """(key, interface, token text) for every token in a frozen key or form; interface None: the
@@ -145,9 +155,20 @@ class ServerAliases:
 
     def load_tokens(self) -> Iterator[LoadToken]:
         """Every load-balanced alias LanDB will publish for this server."""
-        for number in sorted(self.values):
-            yield from (token for _, token in self.values[number].load)
+        for _, _, token in self.editable_tokens():
+            yield token
         yield from self.frozen_tokens()
+
+    def load_labels(self) -> list[str]:
+        """The label of each of ``load_tokens``, without building the tokens (Records asks for every
+        alias of every server)."""
+        labels = [label for number in sorted(self.values) for label in self.values[number].labels]
+        if self.frozen:
+            labels += self.frozen_labels()
+        return labels
+
+    def frozen_labels(self) -> Iterator[str]:
+        return (token.label for token in self.frozen_tokens())
 
 
 def read_aliases(metadata: Mapping[str, str]) -> ServerAliases:

@@ -97,6 +97,13 @@ def parse_plain_alias(text: str) -> str | None:
 
 def parse_token(text: str) -> LoadToken | None:
     """The load-balanced alias a token stands for; None for a plain (CNAME) alias or anything unknown."""
+    parts = parse_token_parts(text)
+    return None if parts is None else LoadToken(*parts)
+
+
+def parse_token_parts(text: str) -> tuple[str, int] | None:
+    """``parse_token`` as (label, index), without building the token (a cluster's values hold tens of
+    thousands)."""
     if not text.isascii():
         # Checked before lower-casing, which maps some non-ASCII letters to ASCII ones (KELVIN SIGN -> k):
         # LanDB would not publish such a token as the alias it would lower-case to.
@@ -108,4 +115,4 @@ def parse_token(text: str) -> LoadToken | None:
     if not _LABEL.fullmatch(label) or len(label) > MAX_LABEL_LENGTH:
         return None
     # Interned: every carrier of an alias holds the same label, and parsed values are kept (metadata.py).
-    return LoadToken(sys.intern(label), int(match["index"]))
+    return sys.intern(label), int(match["index"])

@@ -82,21 +82,21 @@ class Plan:
 
 def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers LanDB publishes it for (any key, ours or frozen)."""
-    return _holders(servers, ServerAliases.load_tokens)
+    return _holders(servers, ServerAliases.load_labels)
 
 
 def frozen_carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers holding it in a form we never edit: they carry it regardless."""
-    return _holders(servers, ServerAliases.frozen_tokens)
+    return _holders(servers, ServerAliases.frozen_labels)
 
 
 def _holders(
-    servers: Iterable[ServerState], tokens: Callable[[ServerAliases], Iterable[LoadToken]]
+    servers: Iterable[ServerState], labels: Callable[[ServerAliases], Iterable[str]]
 ) -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for server in servers:
-        for token in tokens(server.aliases):
-            found[token.label].add(server.server_id)
+        for label in labels(server.aliases):
+            found[label].add(server.server_id)
     return dict(found)
 
 
