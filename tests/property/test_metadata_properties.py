@@ -10,12 +10,15 @@ from hypothesis import strategies as st
 from landb_strategies import GeneratedMetadata, load_tokens, per_interface_values, server_metadata
 
 from landb_webhook.landb.metadata import (
+    ServerAliases,
     is_alias_key,
     read_aliases,
+    read_slot_value,
     slot_key,
     slot_number,
     split_tokens,
 )
+from landb_webhook.landb.names import parse_plain_alias, parse_token
 
 slot_numbers = st.integers(1, 10_000)
 
@@ -116,3 +119,59 @@ def test_frozen_slot_numbers_are_the_slot_keys_holding_frozen_forms() -> None:
 
 def test_an_empty_value_is_an_empty_slot() -> None:
     assert read_aliases({"landb-alias2": ""}).slots == {2: ()}
+
+
+def _everything_read(found: ServerAliases) -> tuple[object, ...]:
+    return (
+        dict(found.slots),
+        dict(found.frozen),
+        sorted(found.frozen_slot_numbers()),
+        list(found.editable_tokens()),
+        list(found.frozen_tokens_by_key()),
+        list(found.plain_aliases()),
+        list(found.load_tokens()),
+        list(found.load_labels()),
+        list(found.frozen_labels()),
+    )
+
+
+# Values as hand-edited servers carry them, and any text at all: non-ASCII letters that lower-case to
+# ASCII ones (KELVIN SIGN), separators and colons, blanks.
+slot_value_texts = st.one_of(
+    server_metadata().map(lambda generated: ",".join(generated.metadata.values())),
+    st.text(alphabet=st.sampled_from("aZ9-,:; \u212a\u0130"), max_size=40),
+    st.text(max_size=40),
+)
+
+
+@given(slot_value_texts)
+def test_a_slot_value_reads_as_its_tokens_parsed_one_by_one(value: str) -> None:
+    """Parsed slot values are kept (a cache): what is kept is exactly what parsing the value says."""
+    texts = split_tokens(value)
+    expected_load = tuple(
+        (text, token.label, token.index) for text in texts if (token := parse_token(text)) is not None
+    )
+    expected_plain = tuple(label for text in texts if (label := parse_plain_alias(text)) is not None)
+    for _ in range(2):  # the second read is answered from the cache
+        read = read_slot_value(value)
+        expected_labels = tuple(label for _, label, _ in expected_load)
+        assert (read.texts, read.load, read.labels, read.plain) == (
+            texts,
+            expected_load,
+            expected_labels,
+            expected_plain,
+        )
+
+
+@given(server_metadata())
+def test_a_server_reads_the_same_with_or_without_its_values_kept(generated: GeneratedMetadata) -> None:
+    cached = _everything_read(read_aliases(generated.metadata))
+    read_slot_value.cache_clear()
+    assert _everything_read(read_aliases(generated.metadata)) == cached
+
+
+@given(server_metadata())
+def test_the_labels_of_a_server_are_those_of_its_tokens(generated: GeneratedMetadata) -> None:
+    found = read_aliases(generated.metadata)
+    assert list(found.load_labels()) == [token.label for token in found.load_tokens()]
+    assert list(found.frozen_labels()) == [token.label for token in found.frozen_tokens()]

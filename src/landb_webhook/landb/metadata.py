@@ -10,11 +10,12 @@ their indices are never reused, but we never rewrite or delete it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from landb_webhook.landb.names import LoadToken, parse_plain_alias, parse_token
+from landb_webhook.landb.names import LoadToken, parse_plain_alias, parse_token, parse_token_parts
 
 ALIAS_KEY_PREFIX = "landb-alias"
 _SLOT_KEY = re.compile(r"landb-alias(?:(?P<number>[2-9]|[1-9][0-9]+))?")
@@ -62,13 +63,55 @@ def _per_interface_tokens(value: str) -> Iterator[tuple[str | None, str]]:
             yield interface.strip() or None, text
 
 
+@dataclass(frozen=True, slots=True)
+class SlotValue:
+    """One slot value read once: its token texts, and what each load token and plain alias stands for.
+
+    Plain tuples of strings and numbers only: the garbage collector stops tracking those, so thousands
+    of kept values do not lengthen its full collections."""
+
+    texts: tuple[str, ...]
+    load: tuple[tuple[str, str, int], ...]
+    """(token text, label, index) for every load-balanced token, in order."""
+    labels: tuple[str, ...]
+    """The label of each of ``load``."""
+    plain: tuple[str, ...]
+    """The label of every plain (CNAME) alias, in order."""
+
+
+PARSED_VALUES_CACHED = 8192
+"""Slot values kept parsed, least recently read dropped first: a 150-node cluster with 300 aliases
+shows about 4,700, which take 8.5 MB parsed (at most about 15 MB when full); every loop reads the same
+ones again, and a changed value is a new entry."""
+
+
+@functools.lru_cache(maxsize=PARSED_VALUES_CACHED)
+def read_slot_value(value: str) -> SlotValue:
+    """A slot value's tokens, parsed once per distinct value: parsing is a pure function of the text,
+    and Records reads every alias token of the cluster every loop."""
+    texts = split_tokens(value)
+    load: list[tuple[str, str, int]] = []
+    plain: list[str] = []
+    for text in texts:
+        if (parts := parse_token_parts(text)) is not None:
+            load.append((text, *parts))  # a load token ends with "-": it is never a plain alias
+        elif (label := parse_plain_alias(text)) is not None:
+            plain.append(label)
+    return SlotValue(texts, tuple(load), tuple(label for _, label, _ in load), tuple(plain))
+
+
 @dataclass(frozen=True)
 class ServerAliases:
     """The alias content of one server's metadata, split into what we may edit and what we never touch."""
 
-    slots: Slots = field(default_factory=dict)
+    values: Mapping[int, SlotValue] = field(default_factory=dict)
+    """Slot number -> its value, read."""
     frozen: Mapping[str, str] = field(default_factory=dict)
     """Alias-bearing keys we never edit, verbatim."""
+
+    @functools.cached_property
+    def slots(self) -> Slots:
+        return {number: value.texts for number, value in self.values.items()}
 
     def frozen_slot_numbers(self) -> frozenset[int]:
         """Slot numbers whose key holds a frozen value: a new slot must never take them."""
@@ -76,11 +119,9 @@ class ServerAliases:
 
     def editable_tokens(self) -> Iterator[tuple[int, str, LoadToken]]:
         """(slot, token text, parsed token) for every load-balanced token in a slot."""
-        for number in sorted(self.slots):
-            for text in self.slots[number]:
-                token = parse_token(text)
-                if token is not None:
-                    yield number, text, token
+        for number in sorted(self.values):
+            for text, label, index in self.values[number].load:
+                yield number, text, LoadToken(label, index)
 
     def _frozen_texts(self) -> Iterator[tuple[str, str | None, str]]:
         """(key, interface, token text) for every token in a frozen key or form; interface None: the
@@ -106,9 +147,9 @@ class ServerAliases:
     def plain_aliases(self) -> Iterator[tuple[str, str | None]]:
         """(label, interface) for every plain (CNAME) alias, in any key or form: LanDB points it at the
         interface a per-interface value names, else (interface None) at the server itself."""
-        slot_texts = ((None, text) for number in sorted(self.slots) for text in self.slots[number])
-        frozen_texts = ((interface, text) for _, interface, text in self._frozen_texts())
-        for interface, text in (*slot_texts, *frozen_texts):
+        for number in sorted(self.values):
+            yield from ((label, None) for label in self.values[number].plain)
+        for _, interface, text in self._frozen_texts():
             label = parse_plain_alias(text)
             if label is not None:
                 yield label, interface
@@ -119,9 +160,20 @@ class ServerAliases:
             yield token
         yield from self.frozen_tokens()
 
+    def load_labels(self) -> list[str]:
+        """The label of each of ``load_tokens``, without building the tokens (Records asks for every
+        alias of every server)."""
+        labels = [label for number in sorted(self.values) for label in self.values[number].labels]
+        if self.frozen:
+            labels += self.frozen_labels()
+        return labels
+
+    def frozen_labels(self) -> Iterator[str]:
+        return (token.label for token in self.frozen_tokens())
+
 
 def read_aliases(metadata: Mapping[str, str]) -> ServerAliases:
-    slots: dict[int, tuple[str, ...]] = {}
+    values: dict[int, SlotValue] = {}
     frozen: dict[str, str] = {}
     for key, value in metadata.items():
         if not is_alias_key(key):
@@ -130,5 +182,5 @@ def read_aliases(metadata: Mapping[str, str]) -> ServerAliases:
         if number is None or is_per_interface_form(value):
             frozen[key] = value
         else:
-            slots[number] = split_tokens(value)
-    return ServerAliases(slots=slots, frozen=frozen)
+            values[number] = read_slot_value(value)
+    return ServerAliases(values=values, frozen=frozen)

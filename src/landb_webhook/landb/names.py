@@ -8,6 +8,7 @@ case-insensitive. We only ever write the load-balanced form.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 MAX_LABEL_LENGTH = 63
@@ -71,7 +72,7 @@ def dns_name_for(label: str, domain: str) -> str:
     return f"{label}.{domain}"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class LoadToken:
     """``app--load-3-``: alias ``app`` published with discriminator 3 (an identity, not a position)."""
 
@@ -96,6 +97,13 @@ def parse_plain_alias(text: str) -> str | None:
 
 def parse_token(text: str) -> LoadToken | None:
     """The load-balanced alias a token stands for; None for a plain (CNAME) alias or anything unknown."""
+    parts = parse_token_parts(text)
+    return None if parts is None else LoadToken(*parts)
+
+
+def parse_token_parts(text: str) -> tuple[str, int] | None:
+    """``parse_token`` as (label, index), without building the token (a cluster's values hold tens of
+    thousands)."""
     if not text.isascii():
         # Checked before lower-casing, which maps some non-ASCII letters to ASCII ones (KELVIN SIGN -> k):
         # LanDB would not publish such a token as the alias it would lower-case to.
@@ -106,4 +114,5 @@ def parse_token(text: str) -> LoadToken | None:
     label = match["label"].lower()
     if not _LABEL.fullmatch(label) or len(label) > MAX_LABEL_LENGTH:
         return None
-    return LoadToken(label, int(match["index"]))
+    # Interned: every carrier of an alias holds the same label, and parsed values are kept (metadata.py).
+    return sys.intern(label), int(match["index"])

@@ -11,6 +11,7 @@ CNAME and A records at once.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ class ServerState:
     server_name: str
     node_name: str
     metadata: Mapping[str, str]
+
+    @functools.cached_property
+    def aliases(self) -> ServerAliases:
+        """Read once: Records and AdjustEndpoints look at every server's aliases several times."""
+        return read_aliases(self.metadata)
 
 
 @dataclass(frozen=True)
@@ -76,21 +82,21 @@ class Plan:
 
 def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers LanDB publishes it for (any key, ours or frozen)."""
-    return _holders(servers, ServerAliases.load_tokens)
+    return _holders(servers, ServerAliases.load_labels)
 
 
 def frozen_carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers holding it in a form we never edit: they carry it regardless."""
-    return _holders(servers, ServerAliases.frozen_tokens)
+    return _holders(servers, ServerAliases.frozen_labels)
 
 
 def _holders(
-    servers: Iterable[ServerState], tokens: Callable[[ServerAliases], Iterable[LoadToken]]
+    servers: Iterable[ServerState], labels: Callable[[ServerAliases], Iterable[str]]
 ) -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for server in servers:
-        for token in tokens(read_aliases(server.metadata)):
-            found[token.label].add(server.server_id)
+        for label in labels(server.aliases):
+            found[label].add(server.server_id)
     return dict(found)
 
 
@@ -99,7 +105,7 @@ def plain_aliases(servers: Iterable[ServerState], domain: str) -> dict[str, set[
     names, else the server's own name in ``domain``."""
     found: dict[str, set[str]] = defaultdict(set)
     for server in servers:
-        for label, interface in read_aliases(server.metadata).plain_aliases():
+        for label, interface in server.aliases.plain_aliases():
             host = interface or dns_name_for(server.server_name, domain)
             found[label].add(host.lower().rstrip("."))
     return dict(found)
@@ -121,7 +127,7 @@ def plan_changes(
     and its label then loses no token anywhere in this plan. ``preferred[label][server id]`` is the N a
     returning carrier last held.
     """
-    aliases = {s.server_id: read_aliases(s.metadata) for s in servers}
+    aliases = {s.server_id: s.aliases for s in servers}
     # Each server's tokens parsed and grouped by label once: a plan for every alias of a large
     # cluster (a node joining changes all their targets) would otherwise re-parse them per alias.
     editable = {

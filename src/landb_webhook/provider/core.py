@@ -23,7 +23,6 @@ from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.landb.plan import (
     Plan,
     Refusal,
-    carriers,
     frozen_carriers,
     plain_aliases,
     plan_changes,
@@ -142,7 +141,7 @@ class LandbProvider:
         inventory = self._inventory.fresh()
         for node in inventory.unresolved_nodes():
             self._warn_once(node, "no Nova server found for this node; its aliases are not seen")
-        found = carriers(inventory.server_states())
+        found = inventory.carriers()
         self._report_health(inventory)
         claims = self._without_orphaned_claims(list(self._ownership.records()), found, applies_before)
         hidden = self._offered_for_adoption(inventory, claims)
@@ -199,7 +198,7 @@ class LandbProvider:
         inventory = self._inventory.recent()
         placement = self._placement(inventory)
         states = inventory.server_states()
-        found, frozen = carriers(states), frozen_carriers(states)
+        found, frozen = inventory.carriers(), frozen_carriers(states)
         plain = plain_aliases(states, self._options.dns_domain)
         aliases: dict[str, Endpoint] = {}
         passed: list[Endpoint] = []
@@ -335,7 +334,7 @@ class LandbProvider:
         return Placement(
             ingress=inventory.ingress_server_ids(),
             eligible=inventory.eligible_server_ids(verdicts),
-            current=carriers(inventory.server_states()),
+            current=inventory.carriers(),
         )
 
     def _report_health(self, inventory: Inventory) -> None:
@@ -469,9 +468,7 @@ class LandbProvider:
     ) -> set[str]:
         """Creates of aliases that already exist without a claim: adopted (their carriers keep their N)
         with LANDB_ADOPT_EXISTING when adoption is safe, refused otherwise."""
-        existing = self._unclaimed(
-            publish & carriers(inventory.server_states()).keys(), claimed_names(claims_before)
-        )
+        existing = self._unclaimed(publish & inventory.carriers().keys(), claimed_names(claims_before))
         if not existing:
             return set()
         status = analyse(inventory, claims_before, domain=self._options.dns_domain)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from threading import Lock
 
-from landb_webhook.landb.plan import ServerState
+from landb_webhook.landb.plan import ServerState, carriers
 from landb_webhook.ports import Node, NodeSource, Server, ServerStore
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 
@@ -32,12 +32,26 @@ class Inventory:
     """Node name -> its server, for the nodes whose server was found."""
     taken_at: float
 
-    def server_states(self) -> list[ServerState]:
-        return [
+    @functools.cached_property
+    def _server_states(self) -> tuple[ServerState, ...]:
+        """Built once per inventory: each state reads its server's aliases once (ServerState.aliases)."""
+        return tuple(
             ServerState(server.id, server.name, node.name, server.metadata)
             for node in self.nodes
             if (server := self.servers.get(node.name)) is not None
-        ]
+        )
+
+    def server_states(self) -> list[ServerState]:
+        return list(self._server_states)
+
+    @functools.cached_property
+    def _carriers(self) -> dict[str, set[str]]:
+        return carriers(self._server_states)
+
+    def carriers(self) -> dict[str, set[str]]:
+        """``landb.plan.carriers`` of this inventory, worked out once: Records and AdjustEndpoints
+        both need it, and it has one entry per alias and carrier. Shared: never modify it."""
+        return self._carriers
 
     def ingress_server_ids(self) -> frozenset[str]:
         return frozenset(
@@ -53,14 +67,27 @@ class Inventory:
     def eligible_server_ids(self, verdicts: Iterable[Verdict]) -> frozenset[str]:
         return frozenset(self.servers[verdict.node].id for verdict in verdicts if verdict.carries)
 
+    @functools.cached_property
+    def _ips_by_server(self) -> Mapping[str, tuple[str, ...]]:
+        found: dict[str, list[str]] = {}
+        for node in self.nodes:
+            if (server := self.servers.get(node.name)) is not None:
+                found.setdefault(server.id, []).extend(node.internal_ips)
+        return {server_id: tuple(ips) for server_id, ips in found.items()}
+
+    @functools.cached_property
+    def _sorted_ips_of(self) -> dict[frozenset[str], tuple[str, ...]]:
+        """Answers by set of servers: most aliases of a cluster share the same carriers."""
+        return {}
+
     def ips_of(self, server_ids: Iterable[str]) -> tuple[str, ...]:
-        wanted = set(server_ids)
-        return sorted_ips(
-            ip
-            for node in self.nodes
-            if (server := self.servers.get(node.name)) is not None and server.id in wanted
-            for ip in node.internal_ips
-        )
+        wanted = frozenset(server_ids)
+        answer = self._sorted_ips_of.get(wanted)
+        if answer is None:
+            by_server = self._ips_by_server
+            answer = sorted_ips(ip for server_id in wanted for ip in by_server.get(server_id, ()))
+            self._sorted_ips_of[wanted] = answer
+        return answer
 
     def unresolved_nodes(self) -> list[str]:
         return sorted(node.name for node in self.nodes if node.name not in self.servers)
