@@ -270,7 +270,9 @@ def test_a_failing_delete_among_parallel_ones_reports_the_server_once_and_counts
     outcome, metrics = run(plans, store, 4)
 
     assert [f.plan.server.server_id for f in outcome.failures] == ["id-broken"]
-    assert outcome.failures[0].reason.count("node-broken") == 1
+    reason = outcome.failures[0].reason
+    assert reason.startswith("node-broken: ") and reason.count("node-broken") == 1
+    assert reason.endswith("(and 1 more failed request)")
     assert outcome.failed_labels() == {"a", "b"}
 
     def writes(operation: str, result: str) -> float | None:

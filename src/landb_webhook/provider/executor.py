@@ -152,11 +152,7 @@ class PlanExecutor:
                         log.info(
                             "metadata written", values=dict(server.write.upserts), **_context(phase, server)
                         )
-        return [
-            WriteFailure(s.plan, phase, f"{s.plan.server.node_name}: {'; '.join(s.errors)}")
-            for s in writes
-            if s.errors
-        ]
+        return [WriteFailure(s.plan, phase, _reason(s)) for s in writes if s.errors]
 
     def _send(self, request: _Request) -> UpstreamError | None:
         """One request; an upstream failure is returned, anything else (a bug) raised."""
@@ -192,6 +188,14 @@ class PlanExecutor:
             request=request.operation if request.key is None else f"delete {request.key}",
             **_context(phase, request.server),
         )
+
+
+def _reason(server: _ServerWrite) -> str:
+    """One line per server, however many of its requests failed (each is logged and counted)."""
+    more = len(server.errors) - 1
+    return f"{server.plan.server.node_name}: {server.errors[0]}" + (
+        f" (and {more} more failed request{'s' if more > 1 else ''})" if more else ""
+    )
 
 
 def _context(phase: str, server: _ServerWrite) -> dict[str, object]:
