@@ -89,13 +89,14 @@ class Cell:
     @property
     def apply_bound(self) -> float | None:
         """ApplyChanges' wall time if every request it made took exactly the injected latency and nothing
-        else: its reads and Kubernetes requests one after the other (each needs the one before), then
+        else: its reads and Kubernetes requests one after the other (each needs the one before; the writer
+        Lease's background renewals are not its requests), then
         the make phase and the break phase one after the other (make-before-break), each phase
         ``concurrency`` requests at a time with a server's DELETEs after its POST."""
         calls = self.calls.get("apply")
         if calls is None:
             return None
-        sequential = calls.total - calls.nova_writes
+        sequential = calls.total - calls.nova_writes  # the Lease's renewals are counted apart
         rounds = phase_rounds(self.writes.make, self.concurrency) + phase_rounds(
             self.writes.brk, self.concurrency
         )
