@@ -183,3 +183,64 @@ def converged(after: Mapping[str, Metadata], wanted: Mapping[str, frozenset[str]
                 return False
             seen.add((label, index))
     return True
+
+
+@dataclass(frozen=True)
+class ServerWrites:
+    """One server's metadata writes in one phase of an apply: a merge POST (or none), then DELETEs."""
+
+    posts: int
+    deletes: int
+
+
+@dataclass(frozen=True)
+class ApplyWrites:
+    """The metadata writes of one apply, by make-before-break phase: the phases cannot overlap."""
+
+    make: tuple[ServerWrites, ...] = ()
+    brk: tuple[ServerWrites, ...] = ()
+
+
+def _tokens(metadata: Metadata) -> set[str]:
+    return {token for key, value in metadata.items() if is_alias_key(key) for token in split_tokens(value)}
+
+
+def apply_writes(before: Mapping[str, Metadata], history: Sequence[MetadataChange]) -> ApplyWrites:
+    """Split the writes in ``history`` into make and break phases, per server.
+
+    A make write only adds tokens the server did not hold; a break write adds none (it removes tokens,
+    or moves a kept one out of a key about to be deleted), and every DELETE is a break write.
+    """
+    current = {server: dict(metadata) for server, metadata in before.items()}
+    phases: dict[str, dict[str, list[int]]] = {"make": {}, "brk": {}}
+    for change in history:
+        if change.method == "direct":
+            continue
+        old = current.get(change.server_id, {})
+        adds = bool(_tokens(change.metadata) - _tokens(old))
+        phase = "make" if change.method != "DELETE" and adds else "brk"
+        counts = phases[phase].setdefault(change.server_id, [0, 0])
+        counts[change.method == "DELETE"] += 1
+        current[change.server_id] = dict(change.metadata)
+    make, brk = (tuple(ServerWrites(*c) for c in phases[p].values()) for p in ("make", "brk"))
+    return ApplyWrites(make=make, brk=brk)
+
+
+def phase_rounds(servers: Sequence[ServerWrites], concurrency: int) -> int:
+    """The fewest rounds of ``concurrency`` simultaneous requests that carry out one phase, when a
+    server's DELETEs may only start once its POST has landed.
+
+    Greedy is optimal here (unit requests, trees of depth two): POSTs first, those that release the
+    most DELETEs first, then any released DELETE.
+    """
+    waiting = sorted(servers, key=lambda s: s.deletes, reverse=True)
+    posts = [s.deletes for s in waiting if s.posts]
+    released = sum(s.deletes for s in waiting if not s.posts) + sum(s.posts - 1 for s in waiting if s.posts)
+    rounds = 0
+    while posts or released:
+        rounds += 1
+        now = posts[:concurrency]
+        posts = posts[concurrency:]
+        released -= min(released, concurrency - len(now))
+        released += sum(now)
+    return rounds

@@ -7,7 +7,6 @@ changed), the plan made by the same planner emulation the loop tests use
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import sys
@@ -22,13 +21,16 @@ from tests.support.external_dns import plan
 
 from bench import worker
 from bench.counting import (
+    ApplyWrites,
     CallCounts,
     Metadata,
     Minimum,
+    apply_writes,
     converged,
     keys_rewritten,
     minimum_for,
     minimum_reads,
+    phase_rounds,
     renumbered,
 )
 from bench.scenarios import CLUSTER, EVENTS, Config, alias_names, extra_alias
@@ -60,6 +62,7 @@ class Cell:
     converged: bool
     minimum: Minimum
     minimum_reads: int
+    writes: ApplyWrites
     apply_error: str | None = None
 
     @property
@@ -85,13 +88,19 @@ class Cell:
 
     @property
     def apply_bound(self) -> float | None:
-        """The ApplyChanges wall time if each request cost exactly the injected latency: reads and
-        ownership writes one after the other, metadata writes ``concurrency`` at a time."""
+        """ApplyChanges' wall time if every request it made took exactly the injected latency and nothing
+        else: its reads and Kubernetes requests one after the other (each needs the one before; the writer
+        Lease's background renewals are not its requests), then
+        the make phase and the break phase one after the other (make-before-break), each phase
+        ``concurrency`` requests at a time with a server's DELETEs after its POST."""
         calls = self.calls.get("apply")
         if calls is None:
             return None
-        sequential = calls.total - calls.nova_writes
-        return self.latency * (sequential + math.ceil(calls.nova_writes / self.concurrency))
+        sequential = calls.total - calls.nova_writes  # the Lease's renewals are counted apart
+        rounds = phase_rounds(self.writes.make, self.concurrency) + phase_rounds(
+            self.writes.brk, self.concurrency
+        )
+        return self.latency * (sequential + rounds)
 
 
 @dataclass
@@ -253,6 +262,7 @@ def _loop(
     changes = plan(current, adjusted, owner=OWNER).changes
     error = None if changes.is_empty else call("apply", wire.encode_changes(changes))
     after = _snapshot(state)
+    history = state.metadata_history()
     return Cell(
         config=config,
         event=event,
@@ -261,11 +271,12 @@ def _loop(
         concurrency=concurrency,
         calls=calls,
         timings=timings,
-        keys=keys_rewritten(before, state.metadata_history()),
+        keys=keys_rewritten(before, history),
         renumbered=renumbered(before, after),
         converged=converged(after, wanted),
         minimum=minimum_for(before, wanted),
         minimum_reads=minimum_reads(config.cluster_nodes),
+        writes=apply_writes(before, history),
         apply_error=error,
     )
 

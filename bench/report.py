@@ -144,14 +144,18 @@ def cell_table(cells: Sequence[Cell], config: Config) -> list[str]:
         f"### {config.title}",
         "",
         "| event | strategy | Nova reads | Nova writes (min) | Keystone | Kubernetes "
-        "| keys rewritten (min) | "
-        "renumbered | Records ms | Adjust ms | Apply ms (bound) | CPU ms R+A | peak RSS MB | end state |",
+        "| keys rewritten (min) | renumbered | Records ms | Adjust ms | Apply ms (bound; CPU) "
+        "| CPU ms R+A | peak RSS MB | end state |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for cell in (c for c in cells if c.config == config):
         counts = cell.counts
         bound = cell.apply_bound
-        apply = f"{_ms(cell.wall('apply'))} ({_ms(bound)})" if bound is not None else "-"
+        apply = (
+            f"{_ms(cell.wall('apply'))} ({_ms(bound)}; {_ms(cell.timings['apply'].cpu)})"
+            if bound is not None and "apply" in cell.timings
+            else "-"
+        )
         state = "correct" if cell.converged else "**stale aliases**"
         if cell.apply_error:
             state += f"; apply: {cell.apply_error[:60]}"

@@ -114,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "One row = one external-dns loop (Records, AdjustEndpoints, ApplyChanges if the plan is not empty) "
         "after the event. *(min)* is the physical minimum; *bound* is ApplyChanges' wall time if every "
-        "request took exactly the injected latency (reads one after the other, metadata writes "
-        "`concurrency` at a time: 4 for landb-webhook, 1 for the sequential references); *CPU* is the "
-        "strategy process's CPU time for Records + AdjustEndpoints (latency is not CPU); *end state* "
+        "request it made took exactly the injected latency and nothing else (reads and Kubernetes requests "
+        "one after the other; then the make phase, then the break phase, each `concurrency` requests at a "
+        "time, 4 for landb-webhook and 1 for the sequential references, a server's DELETEs after its "
+        "POST); Apply *CPU* is the strategy process's CPU time during ApplyChanges; *CPU R+A* is its CPU "
+        "time for Records + AdjustEndpoints (latency is not CPU); *end state* "
         "checks that every server carries exactly the aliases it should, with unique `N`.",
         "",
     ]

@@ -127,7 +127,9 @@ class Settings(BaseSettings):
         description="Retries of a metadata write Nova refused with 409 (locked server, vm_state) "
         "before it is reported for that server.",
     )
-    write_concurrency: int = Field(4, ge=1, le=32, description="Servers written to at the same time.")
+    write_concurrency: int = Field(
+        4, ge=1, le=32, description="Nova metadata requests (POST or DELETE) in flight at the same time."
+    )
     inventory_max_age: float = Field(
         30.0, ge=0, description="Seconds AdjustEndpoints may reuse the inventory read by Records."
     )

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.counting import CallCounts, Minimum, converged, keys_rewritten, minimum_for, minimum_writes
+from bench.counting import (
+    ApplyWrites,
+    CallCounts,
+    Minimum,
+    ServerWrites,
+    apply_writes,
+    converged,
+    keys_rewritten,
+    minimum_for,
+    minimum_writes,
+    phase_rounds,
+)
 from kubernetes import client
 
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.ports import Node
-from landb_webhook.simulator import Simulator, seed_cluster
+from landb_webhook.simulator import MetadataChange, Simulator, seed_cluster
 
 CERN = {"landb-mainuser": "admins"}
 
@@ -83,3 +94,33 @@ def test_converged_needs_exact_labels_and_unique_indices() -> None:
     assert not converged(
         {"a": {"landb-alias": "app--load-0-,x--load-0-"}, "b": {"landb-alias": "app--load-1-"}}, wanted
     )
+
+
+def test_writes_are_split_into_make_and_break_phases_per_server() -> None:
+    before = {"a": {"landb-alias": "app--load-0-,web--load-0-", "landb-alias2": "db--load-0-"}, "b": {}}
+    history = [
+        # b gains app: a make write.
+        MetadataChange(1, "b", "POST", None, {"landb-alias": "app--load-1-"}),
+        # a loses web and db; db's key goes, web's key is rewritten: break writes.
+        MetadataChange(2, "a", "POST", None, {"landb-alias": "app--load-0-", "landb-alias2": "db--load-0-"}),
+        MetadataChange(3, "a", "DELETE", "landb-alias2", {"landb-alias": "app--load-0-"}),
+    ]
+    assert apply_writes(before, history) == ApplyWrites(make=(ServerWrites(1, 0),), brk=(ServerWrites(1, 1),))
+    # A token moved out of a key about to be deleted adds nothing new: still a break write.
+    moved = {"landb-alias": "app--load-0-,db--load-0-", "landb-alias2": "db--load-0-"}
+    assert apply_writes(before, [MetadataChange(1, "a", "POST", None, moved)]).brk == (ServerWrites(1, 0),)
+
+
+def test_phase_rounds_count_a_servers_deletes_after_its_post() -> None:
+    # 30 POSTs, 4 at a time: 8 rounds.
+    assert phase_rounds([ServerWrites(1, 0)] * 30, 4) == 8
+    # One POST, then its 30 DELETEs 4 at a time: 1 + 8 rounds.
+    assert phase_rounds([ServerWrites(1, 30)], 4) == 9
+    # DELETEs with no POST before them start at once.
+    assert phase_rounds([ServerWrites(0, 30)], 4) == 8
+    # Four POSTs in the first round release twelve DELETEs: 1 + 3 rounds.
+    assert phase_rounds([ServerWrites(1, 3)] * 4, 4) == 4
+    # A lone POST leaves three slots of its round for independent DELETEs.
+    assert phase_rounds([ServerWrites(1, 4), ServerWrites(0, 3)], 4) == 2
+    # One at a time: one round per request.
+    assert phase_rounds([ServerWrites(1, 3), ServerWrites(0, 2)], 1) == 6

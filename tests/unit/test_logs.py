@@ -8,6 +8,8 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from landb_webhook.logs import (
     LogFormat,
@@ -15,6 +17,7 @@ from landb_webhook.logs import (
     configure_logging,
     get_logger,
     is_secret_key,
+    redact_every_form,
     redact_text,
     reset_logging,
 )
@@ -183,3 +186,33 @@ def test_text_keeps_values_of_harmless_keys() -> None:
     assert redact_text(text) == (
         "alias_tokens=myapp--load-0- error: conflict password=[REDACTED] X-Auth-Token: [REDACTED]"
     )
+
+
+_SECRETISH = st.sampled_from(
+    [
+        "password",
+        "X-Auth-Token",
+        "token",
+        "gAAAAA",
+        "eyJ",
+        "abcdefgh",
+        "://u:p@h",
+        ":",
+        "=",
+        " ",
+        "'",
+        '"',
+        "--load-3-",
+        ",",
+        "Bearer ",
+        "{SHA256}",
+        "-",
+        "_",
+        ".",
+    ]
+)
+
+
+@given(st.lists(st.one_of(_SECRETISH, st.text(max_size=12)), max_size=12).map("".join))
+def test_the_shortcut_for_texts_without_a_secret_mark_redacts_exactly_as_the_full_scan(text: str) -> None:
+    assert redact_text(text) == redact_every_form(text)

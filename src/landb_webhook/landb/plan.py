@@ -42,7 +42,10 @@ class ServerState:
 
 @dataclass(frozen=True)
 class MetadataWrite:
-    """One merge POST of ``upserts`` and one DELETE per key in ``deletes``."""
+    """One merge POST of ``upserts`` and one DELETE per key in ``deletes``.
+
+    The POST lands before any of the DELETEs (packing may move a kept token out of a key being deleted
+    into one being rewritten); the DELETEs are independent of each other and may run side by side."""
 
     upserts: Mapping[str, str] = field(default_factory=dict)
     deletes: tuple[str, ...] = ()

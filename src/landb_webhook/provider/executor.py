@@ -1,10 +1,19 @@
-"""Carries out a plan against Nova: every make write before any break write, servers in parallel."""
+"""Carries out a plan against Nova: every make write before any break write, ``concurrency`` requests at a
+time.
+
+The order comes from ``landb.plan`` (make before break; within one server's write, the POST before its
+DELETEs). Within those rules every request is independent, so a phase is scheduled request by request,
+not server by server: a server's DELETEs run side by side once its POST has landed, and the pool is kept
+full with the requests that release the most work first.
+"""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -34,6 +43,35 @@ class Outcome:
         labels = {t.label for f in self.failures for t in (*f.plan.added, *f.plan.removed)}
         labels.update(t.label for p in self.held_back for t in p.removed)
         return labels
+
+
+@dataclass(frozen=True, eq=False)
+class _Request:
+    """One Nova request of a server's write: the merge POST (``key`` None) or the DELETE of ``key``."""
+
+    server: _ServerWrite
+    key: str | None = None
+
+    @property
+    def operation(self) -> str:
+        return "post" if self.key is None else "delete"
+
+
+@dataclass
+class _ServerWrite:
+    """One server's write in one phase, and how far it got."""
+
+    plan: ServerPlan
+    write: MetadataWrite
+    unfinished: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def first_requests(self) -> list[_Request]:
+        """What may start at once: the POST, else (nothing to merge) every DELETE."""
+        return [_Request(self)] if self.write.upserts else self.deletes()
+
+    def deletes(self) -> list[_Request]:
+        return [_Request(self, key) for key in self.write.deletes]
 
 
 class PlanExecutor:
@@ -70,42 +108,105 @@ class PlanExecutor:
     def _run_phase(
         self, phase: str, plans: Sequence[ServerPlan], write_of: Callable[[ServerPlan], MetadataWrite]
     ) -> list[WriteFailure]:
-        if not plans:
-            return []
-        contexts = contexts_for(len(plans))  # the writes see the reply deadline of this call
-        with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-{phase}") as pool:
-            results = list(pool.map(lambda c, p: c.run(self._write, phase, p, write_of(p)), contexts, plans))
-        return [failure for failure in results if failure is not None]
-
-    def _write(self, phase: str, plan: ServerPlan, write: MetadataWrite) -> WriteFailure | None:
-        tokens = plan.added if phase == "make" else plan.removed
-        context = {
-            "phase": phase,
-            "node": plan.server.node_name,
-            "server": plan.server.server_name,
-            "server_id": plan.server.server_id,
-            "keys_set": sorted(write.upserts),
-            "keys_deleted": list(write.deletes),
-            ("aliases_added" if phase == "make" else "aliases_removed"): [t.render() for t in tokens],
-        }
+        """Every request of the phase, at most ``concurrency`` at a time; returns one failure per server
+        whose write did not fully land."""
+        writes = [_ServerWrite(plan, write_of(plan)) for plan in plans]
         if self._dry_run:
-            log.info("dry run: metadata write skipped", values=dict(write.upserts), **context)
-            for operation in (["post"] if write.upserts else []) + ["delete"] * len(write.deletes):
-                self._metrics.metadata_writes_total.labels(operation=operation, result="dry_run").inc()
-            return None
-        operation = "post"
+            for server in writes:
+                self._skip(phase, server)
+            return []
+        # Ready requests, the most work they release first: a POST with many DELETEs behind it, then
+        # other POSTs, then DELETEs. Ties keep the plan's order.
+        ready: list[tuple[int, int, _Request]] = []
+        order = itertools.count()
+
+        def release(requests: list[_Request]) -> None:
+            for request in requests:
+                behind = len(request.server.write.deletes) if request.key is None else -1
+                heapq.heappush(ready, (-behind, next(order), request))
+
+        for server in writes:
+            server.unfinished = int(bool(server.write.upserts)) + len(server.write.deletes)
+            release(server.first_requests())
+        running: dict[Future[UpstreamError | None], _Request] = {}
+        with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-{phase}") as pool:
+            while ready or running:
+                free = self._concurrency - len(running)
+                for context in contexts_for(min(free, len(ready))):  # they see this call's reply deadline
+                    request = heapq.heappop(ready)[2]
+                    running[pool.submit(context.run, self._send, request)] = request
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    request = running.pop(future)
+                    error = future.result()
+                    server = request.server
+                    server.unfinished -= 1
+                    self._count(request, error)
+                    if error is not None:
+                        self._log_failure(phase, request, error)
+                        server.errors.append(error.reason)
+                        server.unfinished -= len(server.write.deletes) if request.key is None else 0
+                    elif request.key is None:
+                        release(server.deletes())
+                    if server.unfinished == 0 and not server.errors:
+                        log.info(
+                            "metadata written", values=dict(server.write.upserts), **_context(phase, server)
+                        )
+        return [WriteFailure(s.plan, phase, _reason(s)) for s in writes if s.errors]
+
+    def _send(self, request: _Request) -> UpstreamError | None:
+        """One request; an upstream failure is returned, anything else (a bug) raised."""
+        server_id = request.server.plan.server.server_id
         try:
-            if write.upserts:
-                self._servers.set_metadata(plan.server.server_id, write.upserts)
-                self._metrics.metadata_writes_total.labels(operation="post", result="ok").inc()
-            operation = "delete"
-            for key in write.deletes:
-                self._servers.delete_metadata(plan.server.server_id, key)
-                self._metrics.metadata_writes_total.labels(operation="delete", result="ok").inc()
+            if request.key is None:
+                self._servers.set_metadata(server_id, request.server.write.upserts)
+            else:
+                self._servers.delete_metadata(server_id, request.key)
         except UpstreamError as exc:
-            self._metrics.metadata_writes_total.labels(operation=operation, result="error").inc()
-            self._metrics.upstream_errors_total.labels(upstream=exc.upstream).inc()
-            log.error("metadata write failed", reason=exc.reason, retryable=exc.retryable, **context)
-            return WriteFailure(plan, phase, f"{plan.server.node_name}: {exc.reason}")
-        log.info("metadata written", values=dict(write.upserts), **context)
+            return exc
         return None
+
+    def _count(self, request: _Request, error: UpstreamError | None) -> None:
+        self._metrics.metadata_writes_total.labels(
+            operation=request.operation, result="ok" if error is None else "error"
+        ).inc()
+        if error is not None:
+            self._metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
+
+    def _skip(self, phase: str, server: _ServerWrite) -> None:
+        log.info(
+            "dry run: metadata write skipped", values=dict(server.write.upserts), **_context(phase, server)
+        )
+        for request in ([_Request(server)] if server.write.upserts else []) + server.deletes():
+            self._metrics.metadata_writes_total.labels(operation=request.operation, result="dry_run").inc()
+
+    def _log_failure(self, phase: str, request: _Request, error: UpstreamError) -> None:
+        log.error(
+            "metadata write failed",
+            reason=error.reason,
+            retryable=error.retryable,
+            request=request.operation if request.key is None else f"delete {request.key}",
+            **_context(phase, request.server),
+        )
+
+
+def _reason(server: _ServerWrite) -> str:
+    """One line per server, however many of its requests failed (each is logged and counted)."""
+    more = len(server.errors) - 1
+    return f"{server.plan.server.node_name}: {server.errors[0]}" + (
+        f" (and {more} more failed request{'s' if more > 1 else ''})" if more else ""
+    )
+
+
+def _context(phase: str, server: _ServerWrite) -> dict[str, object]:
+    plan, write = server.plan, server.write
+    tokens = plan.added if phase == "make" else plan.removed
+    return {
+        "phase": phase,
+        "node": plan.server.node_name,
+        "server": plan.server.server_name,
+        "server_id": plan.server.server_id,
+        "keys_set": sorted(write.upserts),
+        "keys_deleted": list(write.deletes),
+        ("aliases_added" if phase == "make" else "aliases_removed"): [t.render() for t in tokens],
+    }
