@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from bench.strategies import Endpoints, build
+from landb_webhook.cli import freeze_startup_objects
 from landb_webhook.logs import configure_logging
 from landb_webhook.webhook import wire
 
@@ -67,6 +68,7 @@ def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, 
     configure_logging("info", "json", stream=open(os.devnull, "w"))  # noqa: SIM115
     strategy = build(kind, where)
     strategy.records()  # authenticate, discover, connect: not part of any measured loop
+    freeze_startup_objects()  # as the sidecar does once started
     conn.send((True, None))
     handlers: dict[str, Callable[[Any], Any]] = {
         "records": lambda _: measured(lambda: wire.encode_endpoints(strategy.records())),

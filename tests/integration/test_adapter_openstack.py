@@ -116,6 +116,21 @@ def test_a_cluster_is_found_with_one_name_search_not_a_project_listing(
     assert nova_calls(state, "GET", "/servers/") == searches  # no per-server GETs, no unfiltered listing
 
 
+def test_the_shared_prefix_of_node_names_is_written_once_in_a_search(
+    simulator: Any, server_store: Any
+) -> None:
+    """300 Magnum node names of 30 characters: 7 searches listed one by one, one search when their
+    common ``<cluster>-<id>-node-`` is written once."""
+    state = simulator.state
+    names = [f"k8s-prod-abcdefghijkl-node-{i}" for i in range(300)]
+    for name in names:
+        state.add_server(name)
+    state.reset_api_calls()
+    found = server_store.servers_for([node(name) for name in names])
+    assert set(found) == set(names)
+    assert len(server_searches(state)) == 1
+
+
 def test_a_large_cluster_is_searched_in_few_bounded_batches(
     simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
 ) -> None:

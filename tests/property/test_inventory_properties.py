@@ -4,6 +4,7 @@ every time."""
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -56,3 +57,70 @@ def test_carriers_are_worked_out_from_the_inventory_s_servers(inventory: Invento
     ]
     assert inventory.carriers() == carriers(read_afresh)
     assert inventory.carriers() == carriers(read_afresh)  # the second answer is the kept one
+
+
+def _answers(inventory: Inventory, asked: list[set[str]]) -> tuple[object, ...]:
+    return (
+        inventory.server_states(),
+        inventory.carriers(),
+        inventory.frozen_carriers(),
+        inventory.plain_aliases("cern.ch"),
+        inventory.plain_aliases("example.org"),
+        [inventory.ips_of(server_ids) for server_ids in asked],
+    )
+
+
+def _copy(inventory: Inventory) -> Inventory:
+    """The same facts in new objects, as the next read of an unchanged cluster gives them."""
+    return Inventory(
+        nodes=tuple(replace(node) for node in inventory.nodes),
+        servers={
+            name: Server(server.id, server.name, dict(server.metadata))
+            for name, server in inventory.servers.items()
+        },
+        taken_at=1.0,
+    )
+
+
+@st.composite
+def _changed(draw: st.DrawFn, inventory: Inventory) -> Inventory:
+    """The same cluster read again with one fact changed, or none."""
+    current = _copy(inventory)
+    nodes, servers = list(current.nodes), dict(current.servers)
+    change = draw(st.sampled_from(("none", "addresses", "health", "relabel", "metadata", "server", "gone")))
+    if nodes and change in ("addresses", "health", "relabel"):
+        i = draw(st.integers(0, len(nodes) - 1))
+        node = nodes[i]
+        nodes[i] = (
+            replace(node, internal_ips=tuple(draw(_addresses)))
+            if change == "addresses"
+            else replace(node, ready=not node.ready)
+            if change == "health"
+            else replace(node, is_ingress=not node.is_ingress)
+        )
+    elif servers and change in ("metadata", "server", "gone"):
+        name = draw(st.sampled_from(sorted(servers)))
+        server = servers[name]
+        if change == "metadata":
+            servers[name] = replace(server, metadata=draw(server_metadata()).metadata)
+        elif change == "server":
+            servers[name] = replace(server, id=draw(st.sampled_from(SERVER_IDS)))
+        else:
+            del servers[name]
+    return Inventory(nodes=tuple(nodes), servers=servers, taken_at=1.0)
+
+
+@given(st.data(), st.lists(st.sets(st.sampled_from((*SERVER_IDS, "unknown"))), max_size=4))
+def test_an_inventory_carrying_over_the_last_one_s_results_answers_as_worked_out_afresh(
+    data: st.DataObject, asked: list[set[str]]
+) -> None:
+    """Unchanged, or changed in servers, metadata, addresses, node health or labels, or read from
+    another cluster: the kept results are taken exactly when they still hold."""
+    previous = data.draw(inventories())
+    current = data.draw(st.one_of(_changed(previous), inventories()))
+    _answers(previous, asked)  # everything worked out, to be carried over
+    afresh = _answers(_copy(current), asked)
+    current.carry_over(previous)
+    assert _answers(current, asked) == afresh
+    if current.nodes == previous.nodes and current.servers == previous.servers:
+        assert current.carriers() is previous.carriers()  # the kept answer, not worked out again

@@ -7,10 +7,12 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
+    EndpointModel,
     WireFormatError,
     decode_changes,
     decode_domain_filter,
@@ -191,3 +193,26 @@ def test_endpoints_round_trip(endpoints: list[Endpoint]) -> None:
 @given(st.builds(Changes, *(st.lists(_endpoints, max_size=2).map(tuple) for _ in range(4))))
 def test_changes_round_trip(changes: Changes) -> None:
     assert decode_changes(encode_changes(changes)) == changes
+
+
+def _validated_model(endpoint: Endpoint) -> EndpointModel:
+    """An endpoint's wire model built through pydantic's validation, as external-dns' JSON would be."""
+    return EndpointModel.model_validate(
+        {
+            "dnsName": endpoint.dns_name,
+            "targets": list(endpoint.targets),
+            "recordType": endpoint.record_type,
+            "setIdentifier": endpoint.set_identifier,
+            "recordTTL": endpoint.record_ttl,
+            "labels": dict(sorted(endpoint.labels)),
+            "providerSpecific": [{"name": n, "value": v} for n, v in endpoint.provider_specific],
+        }
+    )
+
+
+@given(st.lists(_endpoints, max_size=4))
+def test_endpoints_encode_to_the_same_bytes_as_validated_models(endpoints: list[Endpoint]) -> None:
+    validated = TypeAdapter(list[EndpointModel]).dump_json(
+        [_validated_model(endpoint) for endpoint in endpoints], by_alias=True, exclude_defaults=True
+    )
+    assert encode_endpoints(endpoints) == validated

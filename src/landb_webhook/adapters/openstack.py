@@ -27,6 +27,7 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
 from __future__ import annotations
 
 import functools
+import os
 import random
 import re
 import threading
@@ -165,7 +166,7 @@ class OpenStackServerStore:
         by_id: dict[str, Server] = {}
         by_name: dict[str, list[Server]] = defaultdict(list)
         for names in self._name_batches(sorted({node.name for node in nodes if node.name})):
-            pattern = "^(" + "|".join(_escape_name(name) for name in names) + ")$"
+            pattern = _name_pattern(names)
             for server in self._call(
                 "search servers by name",
                 functools.partial(_find_by_name, pattern=pattern),
@@ -256,18 +257,28 @@ class OpenStackServerStore:
         return None
 
     def _name_batches(self, names: Sequence[str]) -> Iterator[list[str]]:
-        """Group names so that each ``^(a|b|...)$`` filter, URL-encoded, fits the length budget."""
+        """Group sorted names so that each ``_name_pattern``, URL-encoded, fits the length budget.
+
+        The pattern's length is ``overhead + sum(name lengths) - (n - 1) * prefix length + separators``
+        (escaping and URL-encoding go character by character), so it is known as each name is added.
+        """
         batch: list[str] = []
-        length = _NAME_FILTER_OVERHEAD
+        names_length = 0
         for name in names:
-            encoded = len(quote_plus(_escape_name(name)))
-            added = encoded + (_NAME_SEPARATOR_LENGTH if batch else 0)
-            if batch and length + added > self._max_name_filter_length:
+            encoded = _encoded_length(name)
+            prefix = os.path.commonprefix([batch[0], name]) if batch else name  # noqa: RUF071 (by character)
+            prefix_length = _encoded_length(prefix)
+            length = (
+                _NAME_FILTER_OVERHEAD
+                + names_length
+                + encoded
+                + len(batch) * (_NAME_SEPARATOR_LENGTH - prefix_length)
+            )
+            if batch and length > self._max_name_filter_length:
                 yield batch
-                batch, length = [], _NAME_FILTER_OVERHEAD
-                added = encoded
+                batch, names_length = [], 0
             batch.append(name)
-            length += added
+            names_length += encoded
         if batch:
             yield batch
 
@@ -449,6 +460,18 @@ def _server_value_of(item: Mapping[str, Any]) -> Server:
         name=str(item.get("name", "")),
         metadata={str(key): str(value) for key, value in metadata.items()},
     )
+
+
+def _name_pattern(names: Sequence[str]) -> str:
+    """``^prefix(rest|rest|...)$``: a cluster's node names share a long prefix (``<cluster>-<id>-node-``),
+    written once, so one search holds several times more names than ``^(name|name|...)$`` would."""
+    prefix = os.path.commonprefix(list(names)) if len(names) > 1 else ""  # noqa: RUF071 (by character)
+    rest = "|".join(_escape_name(name[len(prefix) :]) for name in names)
+    return f"^{_escape_name(prefix)}({rest})$"
+
+
+def _encoded_length(text: str) -> int:
+    return len(quote_plus(_escape_name(text)))
 
 
 def _escape_name(name: str) -> str:

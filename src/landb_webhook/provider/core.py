@@ -20,13 +20,7 @@ import structlog
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
-from landb_webhook.landb.plan import (
-    Plan,
-    Refusal,
-    frozen_carriers,
-    plain_aliases,
-    plan_changes,
-)
+from landb_webhook.landb.plan import Plan, Refusal, plan_changes
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
 from landb_webhook.provider.adopt import adoptable
@@ -165,7 +159,7 @@ class LandbProvider:
         a name is its own). The noop registry has no owners, so with ``sync`` it would ask to delete them
         every loop: they are not reported then, and AdjustEndpoints keeps their names out of the plan.
         """
-        found = plain_aliases(inventory.server_states(), self._options.dns_domain)
+        found = inventory.plain_aliases(self._options.dns_domain)
         for label, hosts in sorted(found.items()):
             self._warn_once(
                 label, "plain (CNAME) alias set by someone else: never written", hosts=sorted(hosts)
@@ -182,7 +176,7 @@ class LandbProvider:
         nothing we write changes that, so it is said once, and AdjustEndpoints counts it as a carrier."""
         ingress = inventory.ingress_server_ids()
         names = {s.server_id: s.node_name for s in inventory.server_states()}
-        for label, ids in sorted(frozen_carriers(inventory.server_states()).items()):
+        for label, ids in sorted(inventory.frozen_carriers().items()):
             if outside := sorted(names[i] for i in ids - ingress):
                 self._warn_once(
                     label,
@@ -197,9 +191,8 @@ class LandbProvider:
         """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
         inventory = self._inventory.recent()
         placement = self._placement(inventory)
-        states = inventory.server_states()
-        found, frozen = inventory.carriers(), frozen_carriers(states)
-        plain = plain_aliases(states, self._options.dns_domain)
+        found, frozen = inventory.carriers(), inventory.frozen_carriers()
+        plain = inventory.plain_aliases(self._options.dns_domain)
         aliases: dict[str, Endpoint] = {}
         passed: list[Endpoint] = []
         for endpoint in endpoints:

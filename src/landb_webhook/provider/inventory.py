@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from threading import Lock
 
-from landb_webhook.landb.plan import ServerState, carriers
+from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plain_aliases
 from landb_webhook.ports import Node, NodeSource, Server, ServerStore
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 
@@ -33,12 +33,39 @@ class Inventory:
     taken_at: float
 
     @functools.cached_property
+    def _server_inputs(self) -> tuple[tuple[str, Server], ...]:
+        """Everything the server states (and so carriers and plain aliases) are worked out from."""
+        return tuple((node.name, server) for node, server in self._nodes_with_servers())
+
+    @functools.cached_property
+    def _address_inputs(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Everything ``ips_of`` answers from: each server's id and its node's addresses."""
+        return tuple((server.id, node.internal_ips) for node, server in self._nodes_with_servers())
+
+    def _nodes_with_servers(self) -> Iterable[tuple[Node, Server]]:
+        return ((node, server) for node in self.nodes if (server := self.servers.get(node.name)) is not None)
+
+    def carry_over(self, previous: Inventory) -> None:
+        """Take what ``previous`` already worked out from the same inputs, rather than work it out again.
+
+        In a settled cluster every Records reads the same servers and nodes: comparing the inputs costs a
+        fraction of a millisecond, reading 300 servers' aliases and their carriers tens of milliseconds.
+        Each kept result is taken only when exactly the inputs it is computed from are equal.
+        """
+        for inputs, results in (
+            ("_server_inputs", _SERVER_RESULTS),
+            ("_address_inputs", _ADDRESS_RESULTS),
+        ):
+            if getattr(previous, inputs) == getattr(self, inputs):
+                kept = previous.__dict__
+                self.__dict__.update({name: kept[name] for name in results if name in kept})
+
+    @functools.cached_property
     def _server_states(self) -> tuple[ServerState, ...]:
         """Built once per inventory: each state reads its server's aliases once (ServerState.aliases)."""
         return tuple(
-            ServerState(server.id, server.name, node.name, server.metadata)
-            for node in self.nodes
-            if (server := self.servers.get(node.name)) is not None
+            ServerState(server.id, server.name, node_name, server.metadata)
+            for node_name, server in self._server_inputs
         )
 
     def server_states(self) -> list[ServerState]:
@@ -52,6 +79,26 @@ class Inventory:
         """``landb.plan.carriers`` of this inventory, worked out once: Records and AdjustEndpoints
         both need it, and it has one entry per alias and carrier. Shared: never modify it."""
         return self._carriers
+
+    @functools.cached_property
+    def _frozen_carriers(self) -> dict[str, set[str]]:
+        return frozen_carriers(self._server_states)
+
+    def frozen_carriers(self) -> dict[str, set[str]]:
+        """``landb.plan.frozen_carriers`` of this inventory, worked out once. Shared: never modify it."""
+        return self._frozen_carriers
+
+    @functools.cached_property
+    def _plain_aliases(self) -> dict[str, dict[str, set[str]]]:
+        """By DNS domain (one in practice)."""
+        return {}
+
+    def plain_aliases(self, domain: str) -> dict[str, set[str]]:
+        """``landb.plan.plain_aliases`` of this inventory, worked out once. Shared: never modify it."""
+        answer = self._plain_aliases.get(domain)
+        if answer is None:
+            answer = self._plain_aliases[domain] = plain_aliases(self._server_states, domain)
+        return answer
 
     def ingress_server_ids(self) -> frozenset[str]:
         return frozenset(
@@ -70,9 +117,8 @@ class Inventory:
     @functools.cached_property
     def _ips_by_server(self) -> Mapping[str, tuple[str, ...]]:
         found: dict[str, list[str]] = {}
-        for node in self.nodes:
-            if (server := self.servers.get(node.name)) is not None:
-                found.setdefault(server.id, []).extend(node.internal_ips)
+        for server_id, ips in self._address_inputs:
+            found.setdefault(server_id, []).extend(ips)
         return {server_id: tuple(ips) for server_id, ips in found.items()}
 
     @functools.cached_property
@@ -91,6 +137,10 @@ class Inventory:
 
     def unresolved_nodes(self) -> list[str]:
         return sorted(node.name for node in self.nodes if node.name not in self.servers)
+
+
+_SERVER_RESULTS = ("_server_states", "_carriers", "_frozen_carriers", "_plain_aliases")
+_ADDRESS_RESULTS = ("_ips_by_server", "_sorted_ips_of")
 
 
 class InventoryReader:
@@ -115,6 +165,10 @@ class InventoryReader:
         nodes = tuple(self._nodes.nodes())
         servers = self._servers.servers_for(nodes)
         inventory = Inventory(nodes=nodes, servers=dict(servers), taken_at=self._clock())
+        with self._lock:
+            previous = self._last
+        if previous is not None:
+            inventory.carry_over(previous)
         with self._lock:
             self._last = inventory
         return inventory
