@@ -9,7 +9,7 @@ from pathlib import Path
 from bench.counting import CallCounts
 from bench.measure import Cell
 from bench.quota import Headroom
-from bench.scenarios import HEADLINE, Config
+from bench.scenarios import EVENTS, HEADLINE, Config
 from bench.strategies import OURS, STRATEGIES
 
 READ_CPU_TARGET = 0.100
@@ -86,12 +86,15 @@ def targets(cells: Sequence[Cell], quota: Sequence[Headroom]) -> list[str]:
         )
     largest = max((c.config for c in ours), key=lambda c: (c.ingress, c.aliases), default=None)
     if largest is not None:
-        cpu = max(c.read_cpu for c in ours if c.config == largest)
+        at_largest = [c for c in ours if c.config == largest]
+        hungriest = max(at_largest, key=lambda c: c.read_cpu)
+        steady_cpu = [c.read_cpu for c in at_largest if c.event == "steady state"]
         row(
             f"Records + AdjustEndpoints, {HEADLINE.ingress} ingress nodes x {HEADLINE.aliases} aliases: "
             "< 100 ms CPU",
-            f"at most {_ms(cpu)} ms of process CPU per loop at {largest.title}",
-            cpu < READ_CPU_TARGET,
+            f"at {largest.title}: steady state {', '.join(_ms(c) for c in steady_cpu)} ms; at most "
+            f"{_ms(hungriest.read_cpu)} ms of process CPU per loop ({hungriest.event})",
+            hungriest.read_cpu < READ_CPU_TARGET,
         )
     rss = max(c.peak_rss_mb for c in ours)
     row("peak RSS < 150 MB", f"{rss:.0f} MB", rss < RSS_TARGET_MB)
@@ -121,7 +124,7 @@ def headline(cells: Sequence[Cell], config: Config) -> list[str]:
         return []
     ours = _totals(chosen, OURS)
     rows = [
-        f"Over the seven events of **{config.title}**:",
+        f"Over the {len(EVENTS)} events of **{config.title}**:",
         "",
         "| strategy | requests | metadata writes | keys rewritten | loop wall time (s) |",
         "|---|---:|---:|---:|---:|",

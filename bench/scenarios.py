@@ -10,6 +10,7 @@ CLUSTER = "paas-prod-ingress-2026"
 
 EVENTS = (
     "first publish",
+    "settling loop",
     "steady state",
     "+1 alias",
     "-1 alias",
