@@ -195,3 +195,37 @@ def test_adding_then_removing_the_same_tokens_restores_the_layout(edit: Edit) ->
     restored = remove_tokens(edit.add(), edit.new)
     non_empty = {n: tokens for n, tokens in edit.slots.items() if tokens}
     assert {n: tokens for n, tokens in restored.items() if tokens} == non_empty
+
+
+def straightforward_add(edit: Edit) -> dict[int, tuple[str, ...]]:
+    """THE PACKING RULE written plainly, joining a candidate value afresh at every try: add_tokens keeps
+    each slot's length instead and must lay tokens out exactly as this does."""
+    layout = dict(edit.slots)
+    taken = set(layout) | set(edit.unavailable)
+    pending = sorted(set(edit.new))
+
+    def fits(tokens: tuple[str, ...]) -> bool:
+        return len(join_tokens(tokens)) <= edit.max_length
+
+    first = next((n for n in sorted(layout) if fits((*layout[n], *pending))), None)
+    if first is not None or not pending:
+        return layout if first is None else {**layout, first: (*layout[first], *pending)}
+    touched: list[int] = []
+    for token in pending:
+        untouched = [n for n in sorted(layout) if n not in touched]
+        number = next((n for n in [*touched, *untouched] if fits((*layout[n], token))), None)
+        if number is None:
+            number = next(n for n in range(1, len(taken) + 2) if n not in taken)
+            taken.add(number)
+            layout[number] = ()
+        layout[number] = (*layout[number], token)
+        if number not in touched:
+            touched.append(number)
+    return layout
+
+
+@given(edits(count=st.integers(0, 12)))
+def test_the_layout_is_the_straightforward_packers_exactly(edit: Edit) -> None:
+    if any(len(t) > edit.max_length for t in edit.new):
+        return  # refused: pinned by test_a_token_longer_than_a_whole_value_is_refused
+    assert edit.add() == straightforward_add(edit)

@@ -123,6 +123,12 @@ class ServerAliases:
             for text, label, index in self.values[number].load:
                 yield number, text, LoadToken(label, index)
 
+    def editable_load(self) -> Iterator[tuple[str, str, int]]:
+        """(token text, label, index) for every load-balanced token in a slot, in slot order, without
+        building the tokens (planning looks at every token of the cluster)."""
+        for number in sorted(self.values):
+            yield from self.values[number].load
+
     def _frozen_texts(self) -> Iterator[tuple[str, str | None, str]]:
         """(key, interface, token text) for every token in a frozen key or form; interface None: the
         server."""

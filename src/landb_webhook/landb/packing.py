@@ -44,19 +44,25 @@ def add_tokens(
             layout[number] = (*layout[number], *pending)
             return layout
 
+    # Each slot's joined length kept as tokens go in: a fresh join per try made packing a whole
+    # cluster's aliases quadratic in the tokens per server.
+    length = {number: len(join_tokens(tokens)) for number, tokens in layout.items()}
     touched: list[int] = []
+    untouched = sorted(layout)
     for token in pending:
-        untouched = [n for n in sorted(layout) if n not in touched]
         for number in [*touched, *untouched]:
-            if _fits(layout[number], (token,), max_length):
+            if length[number] + (1 if layout[number] else 0) + len(token) <= max_length:
                 break
         else:
             number = next(n for n in range(1, len(taken) + 2) if n not in taken)
             taken.add(number)
-            layout[number] = ()
+            layout[number], length[number] = (), 0
+        length[number] += (1 if layout[number] else 0) + len(token)
         layout[number] = (*layout[number], token)
         if number not in touched:
             touched.append(number)
+            if number in untouched:
+                untouched.remove(number)
     return layout
 
 

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from landb_webhook.landb.indices import assign_indices
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
 from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -131,14 +129,9 @@ def plan_changes(
     returning carrier last held.
     """
     aliases = {s.server_id: s.aliases for s in servers}
-    # Each server's tokens parsed and grouped by label once: a plan for every alias of a large
-    # cluster (a node joining changes all their targets) would otherwise re-parse them per alias.
-    editable = {
-        sid: _by_label((t, (text, t)) for _, text, t in found.editable_tokens())
-        for sid, found in aliases.items()
-    }
-    frozen = {sid: _by_label((t, t.index) for t in found.frozen_tokens()) for sid, found in aliases.items()}
     order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
+    position = {s.server_id: n for n, s in enumerate(order)}
+    editable, frozen = _holders_of(aliases, wanted)
     plain: dict[str, ServerState] = {}
     for server in order:
         for label, _ in aliases[server.server_id].plain_aliases():
@@ -149,57 +142,88 @@ def plan_changes(
     plain_refusals: list[Refusal] = []
 
     for label in sorted(wanted):
-        pinned = {sid: frozen[sid].get(label, []) for sid in aliases}
-        held = {sid: [t.index for _, t in editable[sid].get(label, [])] + pinned[sid] for sid in aliases}
-        targets = [s.server_id for s in order if s.server_id in wanted[label]]
+        own, pinned = editable.get(label, {}), frozen.get(label, {})
+        held = {sid: [index for _, index in tokens] for sid, tokens in own.items()}
+        for sid, indices in pinned.items():
+            held.setdefault(sid, []).extend(indices)
+        targets = sorted((sid for sid in wanted[label] if sid in position), key=position.__getitem__)
         assigned = assign_indices(
             targets, held, pinned=pinned, floor=floor, preferred=(preferred or {}).get(label)
         )
-        for server in order:
-            mine = editable[server.server_id].get(label, [])
-            index = assigned.get(server.server_id)
+        for sid in sorted(assigned.keys() | held.keys(), key=position.__getitem__):
+            server = order[position[sid]]
+            mine = own.get(sid, [])
+            index = assigned.get(sid)
             if index is None:
-                removes[server.server_id].extend(mine)
-                if pinned[server.server_id]:
+                removes[sid].extend((text, LoadToken(label, n)) for text, n in mine)
+                if pinned.get(sid):
                     refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
                 continue
-            if index in pinned[server.server_id]:
+            if index in pinned.get(sid, ()):
                 keeping = None  # carried in a form we never edit: no token of ours is needed
             else:
-                keeping = next((text for text, token in mine if token.index == index), None)
+                keeping = next((text for text, n in mine if n == index), None)
                 if keeping is None and label in plain:
                     holder = plain[label].node_name
                     reason = f"plain (CNAME) alias {label} is set on {holder}: no A record may join it"
                     plain_refusals.append(Refusal(label, server, reason, "plain_alias"))
                 elif keeping is None:
-                    adds[server.server_id].append(LoadToken(label, index))
-            removes[server.server_id].extend((text, token) for text, token in mine if text != keeping)
+                    adds[sid].append(LoadToken(label, index))
+            removes[sid].extend((text, LoadToken(label, n)) for text, n in mine if text != keeping)
 
+    return _per_server(order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota)
+
+
+def _per_server(
+    order: Sequence[ServerState],
+    adds: Mapping[str, list[LoadToken]],
+    removes: Mapping[str, list[tuple[str, LoadToken]]],
+    refusals: list[Refusal],
+    plain_refusals: list[Refusal],
+    *,
+    max_length: int,
+    quota: int,
+) -> Plan:
+    """Each server's make and break writes from the additions and removals every label asked of it:
+    packed once per server, with all of its additions together."""
     phase1 = {
-        s.server_id: _additions(s, aliases[s.server_id], adds[s.server_id], max_length, quota) for s in order
+        s.server_id: _additions(s, s.aliases, adds.get(s.server_id, []), max_length, quota) for s in order
     }
     # A label whose new carrier cannot be written keeps every token it has, on every server: removing
     # its old carriers would break it with nothing made in their place (design invariant 3).
     held_back = {r.label for additions in phase1.values() for r in additions.refusals}
     held_back |= {r.label for r in plain_refusals}
-    refusals.extend(plain_refusals)
+    refusals = [*refusals, *plain_refusals]
 
     plans: list[ServerPlan] = []
     for server in order:
         additions = phase1[server.server_id]
         refusals.extend(additions.refusals)
-        kept = [(text, token) for text, token in removes[server.server_id] if token.label not in held_back]
-        plan = _server_plan(server, aliases[server.server_id], additions, kept)
+        gone = removes.get(server.server_id, [])
+        kept = [(text, token) for text, token in gone if token.label not in held_back]
+        plan = _server_plan(server, server.aliases, additions, kept)
         if plan is not None:
             plans.append(plan)
     return Plan(servers=tuple(plans), refusals=tuple(refusals))
 
 
-def _by_label(items: Iterable[tuple[LoadToken, T]]) -> dict[str, list[T]]:
-    grouped: dict[str, list[T]] = defaultdict(list)
-    for token, item in items:
-        grouped[token.label].append(item)
-    return grouped
+def _holders_of(
+    aliases: Mapping[str, ServerAliases], labels: Container[str]
+) -> tuple[dict[str, dict[str, list[tuple[str, int]]]], dict[str, dict[str, list[int]]]]:
+    """Label -> server id -> (text, N) of its editable tokens, and label -> server id -> its pinned Ns,
+    for ``labels`` only, in one pass over every server's tokens: a node joining changes the targets of
+    every alias, and rescanning every server per alias made planning O(aliases x servers). A server
+    holding no token of a label plays no part in that label's index rule, so it is not listed."""
+    editable: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+    frozen: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for sid, found in aliases.items():
+        for text, label, index in found.editable_load():
+            if label in labels:
+                editable[label][sid].append((text, index))
+        for token in found.frozen_tokens():
+            if token.label in labels:
+                frozen[token.label][sid].append(token.index)
+    return editable, frozen
 
 
 class _Additions(NamedTuple):
