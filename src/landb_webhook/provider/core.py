@@ -105,6 +105,7 @@ class LandbProvider:
         )
         self._apply_lock = Lock()
         self._applies_started = 0
+        self._applying = False  # the apply lock is held by an apply, not by a drop of orphaned claims
         self._orphan_drops = BackgroundWork("landb-orphaned-claims")
         self._warned: set[tuple[str, str]] = set()
         self._departed = DepartedIndices()
@@ -232,8 +233,10 @@ class LandbProvider:
             raise ApplyError("another ApplyChanges is still running")
         try:
             self._applies_started += 1
+            self._applying = True
             self._apply(changes)
         finally:
+            self._applying = False
             self._apply_lock.release()
 
     def _apply(self, changes: Changes) -> None:
@@ -495,7 +498,8 @@ class LandbProvider:
         under the apply lock, and only if still no apply has started (_drop_orphaned_claims).
         """
         orphaned = [c for c in claims if self._claimed_label(c) not in (None, *found)]
-        busy = self._apply_lock.locked() or self._applies_started != applies_before
+        # A running drop holds the apply lock too, but it only removes what is left out here.
+        busy = self._applying or self._applies_started != applies_before
         if not orphaned or self._options.dry_run or busy:
             return claims
         self._orphan_drops.offer(self._drop_orphaned_claims, orphaned, applies_before)
