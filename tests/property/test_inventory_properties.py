@@ -124,3 +124,8 @@ def test_an_inventory_carrying_over_the_last_one_s_results_answers_as_worked_out
     assert _answers(current, asked) == afresh
     if current.nodes == previous.nodes and current.servers == previous.servers:
         assert current.carriers() is previous.carriers()  # the kept answer, not worked out again
+    earlier = {(state.node_name, state.server_id): state for state in previous.server_states()}
+    for state in current.server_states():
+        if earlier.get((state.node_name, state.server_id)) == state:
+            # an unchanged server keeps its state, and so its aliases as read, whatever else changed
+            assert state is earlier[(state.node_name, state.server_id)]

@@ -30,38 +30,43 @@ def assign_indices(
     pinned: Mapping[str, Iterable[int]] | None = None,
     floor: int = 0,
     preferred: Mapping[str, int] | None = None,
+    taken: Iterable[int] = (),
 ) -> dict[str, int]:
     """Map each wanted carrier (server ids, in tie-break order) to its N for one alias.
 
     ``held`` gives the Ns each visible server carries for the alias (in any key, ours or frozen);
     ``pinned`` the subset of those a server holds in a form we never edit; ``preferred`` the N a
-    server that holds none would like back.
+    server that holds none would like back. ``taken`` are more Ns visible servers hold, for a caller
+    that has them as one set: only rule 4 looks at them, so a server neither wanted nor pinned may be
+    given there rather than in ``held``.
     """
     pins = {server: set(indices) for server, indices in (pinned or {}).items()}
     holds = {server: set(indices) for server, indices in held.items()}
     for server, indices in pins.items():
         holds.setdefault(server, set()).update(indices)
-    used = {n for indices in holds.values() for n in indices}
+    used = {n for indices in holds.values() for n in indices}.union(taken)
 
     assigned: dict[str, int] = {}
     for server in wanted:  # rule 1
-        kept = min(pins.get(server, set()) - set(assigned.values()), default=None)
-        if kept is not None:
-            assigned[server] = kept
+        if server in pins:
+            kept = min(pins[server] - set(assigned.values()), default=None)
+            if kept is not None:
+                assigned[server] = kept
     claimed = set(assigned.values()).union(*pins.values())
 
-    for server in wanted:  # rule 3: a carrier holding one N only
-        mine = holds.get(server, set())
+    holders = [server for server in wanted if holds.get(server)]  # rules 1-3 concern only these
+    for server in holders:  # rule 3: a carrier holding one N only
+        mine = holds[server]
         if server not in assigned and len(mine) == 1 and not mine <= claimed:
             (assigned[server],) = mine
             claimed |= mine
 
-    several = [s for s in wanted if s not in assigned and holds.get(s, set()) - claimed]
+    several = [s for s in holders if s not in assigned and holds[s] - claimed]
     assigned.update(_keep_most(several, {s: holds[s] - claimed for s in several}))
     claimed |= set(assigned.values())
 
-    for server in wanted:  # rule 4: a returning carrier (one holding no N) gets its last N, if still free
-        again = (preferred or {}).get(server)
+    for server in wanted if preferred else ():  # rule 4: a returning carrier gets its last N, if still free
+        again = preferred.get(server) if preferred else None
         if server in assigned or holds.get(server) or again is None:
             continue
         if again >= floor and again not in used | claimed:

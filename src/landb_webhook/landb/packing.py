@@ -13,6 +13,7 @@ so that one alias more or less rewrites as few keys as possible:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 from landb_webhook.landb.metadata import Slots, join_tokens
@@ -44,25 +45,33 @@ def add_tokens(
             layout[number] = (*layout[number], *pending)
             return layout
 
-    # Each slot's joined length kept as tokens go in: a fresh join per try made packing a whole
+    # Each slot's joined length kept as tokens go in, and a slot that no pending token fits any more
+    # leaves the search: a fresh join per try, or a scan of every full slot, made packing a whole
     # cluster's aliases quadratic in the tokens per server.
     length = {number: len(join_tokens(tokens)) for number, tokens in layout.items()}
+    shortest = min(map(len, pending))
+
+    def room(number: int) -> int:
+        return max_length - length[number] - (1 if layout[number] else 0)
+
     touched: list[int] = []
-    untouched = sorted(layout)
+    untouched = [number for number in sorted(layout) if room(number) >= shortest]
     for token in pending:
-        for number in [*touched, *untouched]:
-            if length[number] + (1 if layout[number] else 0) + len(token) <= max_length:
-                break
+        fitting = next((n for n in itertools.chain(touched, untouched) if room(n) >= len(token)), None)
+        if fitting is not None:
+            number = fitting
         else:
             number = next(n for n in range(1, len(taken) + 2) if n not in taken)
             taken.add(number)
             layout[number], length[number] = (), 0
-        length[number] += (1 if layout[number] else 0) + len(token)
-        layout[number] = (*layout[number], token)
         if number not in touched:
             touched.append(number)
             if number in untouched:
                 untouched.remove(number)
+        length[number] += (1 if layout[number] else 0) + len(token)
+        layout[number] = (*layout[number], token)
+        if room(number) < shortest:
+            touched.remove(number)
     return layout
 
 

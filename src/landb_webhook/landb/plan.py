@@ -143,14 +143,27 @@ def plan_changes(
 
     for label in sorted(wanted):
         own, pinned = editable.get(label, {}), frozen.get(label, {})
-        held = {sid: [index for _, index in tokens] for sid, tokens in own.items()}
-        for sid, indices in pinned.items():
-            held.setdefault(sid, []).extend(indices)
-        targets = sorted((sid for sid in wanted[label] if sid in position), key=position.__getitem__)
-        assigned = assign_indices(
-            targets, held, pinned=pinned, floor=floor, preferred=(preferred or {}).get(label)
-        )
-        for sid in sorted(assigned.keys() | held.keys(), key=position.__getitem__):
+        last = (preferred or {}).get(label)
+        if pinned or not _one_distinct_index_each(own):
+            held = {sid: [index for _, index in tokens] for sid, tokens in own.items()}
+            for sid, indices in pinned.items():
+                held.setdefault(sid, []).extend(indices)
+            targets = sorted((sid for sid in wanted[label] if sid in position), key=position.__getitem__)
+            assigned = assign_indices(targets, held, pinned=pinned, floor=floor, preferred=last)
+            planned = assigned.keys() | held.keys()
+        else:
+            # Every holder holds one N, no two the same, none pinned: the index rule keeps each wanted
+            # holder exactly where it is, so only the carriers arriving and leaving are planned. A node
+            # joining touches every alias, and planning all of their carriers made it O(aliases x nodes).
+            arriving = sorted(
+                (sid for sid in wanted[label] if sid not in own and sid in position), key=position.__getitem__
+            )
+            taken = {tokens[0][1] for tokens in own.values()} if arriving else set()
+            assigned = (
+                assign_indices(arriving, {}, taken=taken, floor=floor, preferred=last) if arriving else {}
+            )
+            planned = assigned.keys() | {sid for sid in own if sid not in wanted[label]}
+        for sid in sorted(planned, key=position.__getitem__):
             server = order[position[sid]]
             mine = own.get(sid, [])
             index = assigned.get(sid)
@@ -174,6 +187,13 @@ def plan_changes(
     return _per_server(order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota)
 
 
+def _one_distinct_index_each(own: Mapping[str, list[tuple[str, int]]]) -> bool:
+    """Whether every server in ``own`` holds exactly one token of the label, each with its own N."""
+    if sum(map(len, own.values())) != len(own):  # each listed server holds one or more: one each
+        return False
+    return len({tokens[0][1] for tokens in own.values()}) == len(own)
+
+
 def _per_server(
     order: Sequence[ServerState],
     adds: Mapping[str, list[LoadToken]],
@@ -186,6 +206,9 @@ def _per_server(
 ) -> Plan:
     """Each server's make and break writes from the additions and removals every label asked of it:
     packed once per server, with all of its additions together."""
+    # A server asked for nothing is not written: skipping it keeps a one-alias change from packing
+    # and comparing every value of the cluster.
+    order = [s for s in order if s.server_id in adds or s.server_id in removes]
     phase1 = {
         s.server_id: _additions(s, s.aliases, adds.get(s.server_id, []), max_length, quota) for s in order
     }

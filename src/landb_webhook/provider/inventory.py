@@ -59,14 +59,25 @@ class Inventory:
             if getattr(previous, inputs) == getattr(self, inputs):
                 kept = previous.__dict__
                 self.__dict__.update({name: kept[name] for name in results if name in kept})
+        if "_server_states" not in self.__dict__ and "_server_states" in previous.__dict__:
+            # Something changed, most often a few servers' metadata (our own writes): every other server
+            # keeps its state, and with it its aliases as already read.
+            self.__dict__["_states_before"] = {
+                (state.node_name, state.server_id): state for state in previous._server_states
+            }
 
     @functools.cached_property
     def _server_states(self) -> tuple[ServerState, ...]:
-        """Built once per inventory: each state reads its server's aliases once (ServerState.aliases)."""
-        return tuple(
-            ServerState(server.id, server.name, node_name, server.metadata)
-            for node_name, server in self._server_inputs
-        )
+        """Built once per inventory: each state reads its server's aliases once (ServerState.aliases),
+        and a state carried over whose server is unchanged is taken as it is."""
+        before: dict[tuple[str, str], ServerState] = self.__dict__.pop("_states_before", {})
+        states = []
+        for node_name, server in self._server_inputs:
+            state = before.get((node_name, server.id))
+            if state is None or state.server_name != server.name or state.metadata != server.metadata:
+                state = ServerState(server.id, server.name, node_name, server.metadata)
+            states.append(state)
+        return tuple(states)
 
     def server_states(self) -> list[ServerState]:
         return list(self._server_states)

@@ -92,10 +92,22 @@ class FrontDoor:
             return
         api = api_of(scope["path"])
         self.state.request_started(api)
+        answered = False
+
+        async def answering_send(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body") and not answered:
+                # Answered once the last part of the reply is handed over, not when the app returns: a
+                # client holding its reply must never see its request still in flight.
+                answered = True
+                self.state.request_ended(api)
+            await send(message)
+
         try:
-            await self._serve(scope, receive, send, api)
+            await self._serve(scope, receive, answering_send, api)
         finally:
-            self.state.request_ended(api)
+            if not answered:  # no reply at all: a reset, a failure, a client gone
+                self.state.request_ended(api)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, api: str) -> None:
         path: str = scope["path"]
