@@ -65,8 +65,9 @@ def assign_indices(
     assigned.update(_keep_most(several, {s: holds[s] - claimed for s in several}))
     claimed |= set(assigned.values())
 
-    for server in wanted if preferred else ():  # rule 4: a returning carrier gets its last N, if still free
-        again = preferred.get(server) if preferred else None
+    returning = preferred or {}
+    for server in wanted if returning else ():  # rule 4: a returning carrier gets its last N, if still free
+        again = returning.get(server)
         if server in assigned or holds.get(server) or again is None:
             continue
         if again >= floor and again not in used | claimed:

@@ -158,7 +158,7 @@ def plan_changes(
             arriving = sorted(
                 (sid for sid in wanted[label] if sid not in own and sid in position), key=position.__getitem__
             )
-            taken = {tokens[0][1] for tokens in own.values()} if arriving else set()
+            taken = (tokens[0][1] for tokens in own.values())
             assigned = (
                 assign_indices(arriving, {}, taken=taken, floor=floor, preferred=last) if arriving else {}
             )

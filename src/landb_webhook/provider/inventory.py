@@ -62,18 +62,19 @@ class Inventory:
         if "_server_states" not in self.__dict__ and "_server_states" in previous.__dict__:
             # Something changed, most often a few servers' metadata (our own writes): every other server
             # keeps its state, and with it its aliases as already read.
-            self.__dict__["_states_before"] = {
-                (state.node_name, state.server_id): state for state in previous._server_states
-            }
+            earlier = {(state.node_name, state.server_id): state for state in previous._server_states}
+            self.__dict__["_server_states"] = self._states_keeping(earlier)
 
     @functools.cached_property
     def _server_states(self) -> tuple[ServerState, ...]:
-        """Built once per inventory: each state reads its server's aliases once (ServerState.aliases),
-        and a state carried over whose server is unchanged is taken as it is."""
-        before: dict[tuple[str, str], ServerState] = self.__dict__.pop("_states_before", {})
+        """Built once per inventory: each state reads its server's aliases once (ServerState.aliases)."""
+        return self._states_keeping({})
+
+    def _states_keeping(self, kept: Mapping[tuple[str, str], ServerState]) -> tuple[ServerState, ...]:
+        """A state per server; one of ``kept`` (by node name and server id) where its server is unchanged."""
         states = []
         for node_name, server in self._server_inputs:
-            state = before.get((node_name, server.id))
+            state = kept.get((node_name, server.id))
             if state is None or state.server_name != server.name or state.metadata != server.metadata:
                 state = ServerState(server.id, server.name, node_name, server.metadata)
             states.append(state)
@@ -176,11 +177,9 @@ class InventoryReader:
         nodes = tuple(self._nodes.nodes())
         servers = self._servers.servers_for(nodes)
         inventory = Inventory(nodes=nodes, servers=dict(servers), taken_at=self._clock())
-        with self._lock:
-            previous = self._last
-        if previous is not None:
-            inventory.carry_over(previous)
-        with self._lock:
+        with self._lock:  # taking over costs a comparison of the inputs: done before anyone else sees it
+            if self._last is not None:
+                inventory.carry_over(self._last)
             self._last = inventory
         return inventory
 
