@@ -74,6 +74,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             min_count=settings.max_removal_min_count,
             allow=settings.allow_mass_removal,
         ),
+        write_fence_margin=settings.upstream_timeout,
     )
 
 
