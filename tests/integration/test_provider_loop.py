@@ -6,6 +6,7 @@ Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (tests
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -462,3 +463,46 @@ def test_one_summary_line_per_apply(make_cluster: Any) -> None:
     assert len(summaries) == 1
     assert summaries[0]["log_level"] == "info"
     assert re.fullmatch(r"\+6 -0 aliases on 3 of 4 nodes, 0 failed, \d+ ms", summaries[0]["summary"])
+
+
+def test_the_alias_gauges_split_owned_from_unowned_and_count_what_status_flags(make_cluster: Any) -> None:
+    cluster = make_cluster(ingress_nodes=3, workers=1)
+    first, worker = cluster.server_id(cluster.nodes[0]), cluster.server_id(cluster.nodes[-1])
+    cluster.sim.state.set_metadata_direct(
+        first, {**cluster.sim.state.metadata(first), "landb-alias": "legacy--load-0-"}
+    )
+    cluster.want("app.cern.ch", "web.cern.ch")
+    cluster.settle()
+
+    def sample(name: str, **labels: str) -> float | None:
+        return cluster.metrics.registry.get_sample_value(f"landb_webhook_{name}", labels)
+
+    assert sample("aliases_published", ownership="owned") == 2
+    assert sample("aliases_published", ownership="unowned") == 1  # legacy, set by hand
+    assert sample("names_needing_attention") == 0
+    assert sample("nodes_without_server") == 0
+
+    # A worker carrying a name: `status` flags it (a non-ingress carrier), and so does the gauge.
+    cluster.sim.state.set_metadata_direct(
+        worker, {**cluster.sim.state.metadata(worker), "landb-alias": "stray--load-0-"}
+    )
+    cluster.provider.records()
+
+    assert sample("names_needing_attention") == 1
+
+
+def test_the_writer_lease_and_node_cache_gauges_are_read_when_scraped(make_cluster: Any) -> None:
+    elected = make_cluster()
+    assert elected.resources.lease is not None
+    elected.eventually(
+        lambda: elected.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 1,
+        what="the writer lease gauge to show the lease held",
+    )
+    age = elected.metrics.registry.get_sample_value("landb_webhook_node_cache_age_seconds")
+    assert age is not None and math.isfinite(age) and age >= 0  # synced (+Inf before the first list)
+
+    elected.resources.lease.stop()  # released: this replica may no longer write
+    assert elected.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 0
+
+    alone = make_cluster(ingress_nodes=0, workers=0, leader_election=False)
+    assert alone.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 1

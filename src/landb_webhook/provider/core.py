@@ -31,7 +31,7 @@ from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placeme
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
-from landb_webhook.provider.status import analyse
+from landb_webhook.provider.status import ClusterStatus, analyse
 
 log = structlog.get_logger(__name__)
 
@@ -114,6 +114,8 @@ class LandbProvider:
         self._departed = DepartedIndices()
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
+        self._analysed: tuple[object, ClusterStatus] | None = None
+        """The last status analysis and what it was made from (``_analysis``)."""
 
     # -- negotiation and health -------------------------------------------------------------
 
@@ -151,7 +153,7 @@ class LandbProvider:
         self._report_unowned(found.keys() - hidden, claims)
         self._report_frozen_outside_ingress(inventory)
         self._metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
-        self._metrics.aliases_managed.set(len(found))
+        self._report_aliases(inventory, claims)
         self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
         return [*aliases, *self._plain_alias_records(inventory), *claims]
 
@@ -467,8 +469,7 @@ class LandbProvider:
         their names as free, and a desired one comes back as a create with its claim (``_apply``)."""
         if not self._options.adopt_existing:
             return set()
-        status = analyse(inventory, claims, domain=self._options.dns_domain)
-        offered = {name.label for name in status.names if adoptable(name)}
+        offered = {name.label for name in self._analysis(inventory, claims).names if adoptable(name)}
         for label in sorted(offered):
             self._warn_once(label, "alias without ownership record: external-dns may adopt it")
         return offered
@@ -546,6 +547,27 @@ class LandbProvider:
             return label_for(owned_name(claim), self._options.dns_domain)
         except InvalidName:
             return None
+
+    def _analysis(self, inventory: Inventory, claims: Sequence[Endpoint]) -> ClusterStatus:
+        """``status``' analysis, made again only when the nodes, servers or claims changed: it costs
+        ~0.35 s of CPU at 150 nodes x 300 names, comparing the inputs ~1 ms."""
+        inputs = (inventory.nodes, sorted(inventory.servers.items()), list(claims))
+        analysed = self._analysed
+        if analysed is not None and analysed[0] == inputs:
+            return analysed[1]
+        status = analyse(inventory, claims, domain=self._options.dns_domain)
+        self._analysed = (inputs, status)
+        return status
+
+    def _report_aliases(self, inventory: Inventory, claims: Sequence[Endpoint]) -> None:
+        """The alias gauges of one Records: owned and unowned, and what ``status`` would flag."""
+        found = inventory.carriers().keys()
+        unowned = len(self._unclaimed(found, claimed_names(claims)))
+        self._metrics.aliases_published.labels(ownership="owned").set(len(found) - unowned)
+        self._metrics.aliases_published.labels(ownership="unowned").set(unowned)
+        self._metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
+        flagged = sum(1 for name in self._analysis(inventory, claims).names if name.problems)
+        self._metrics.names_needing_attention.set(flagged)
 
     def _report_unowned(self, found: Iterable[str], claims: Sequence[Endpoint]) -> None:
         for label in sorted(self._unclaimed(found, claimed_names(claims))):
