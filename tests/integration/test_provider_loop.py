@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
@@ -25,7 +25,7 @@ from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from support.external_dns import plan
+from support.external_dns import ownership_record, plan
 from support.kube_requests import is_watch
 
 Eventually = Callable[..., Any]
@@ -506,3 +506,19 @@ def test_the_writer_lease_and_node_cache_gauges_are_read_when_scraped(make_clust
 
     alone = make_cluster(ingress_nodes=0, workers=0, leader_election=False)
     assert alone.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 1
+
+
+def test_a_replica_without_the_writer_lease_leaves_orphaned_claims_alone(make_cluster: Any) -> None:
+    """Dropping a claim is a write: only the lease holder makes it (its own Records does)."""
+    cluster = make_cluster()
+    assert cluster.resources.lease is not None
+    orphan = ownership_record(Endpoint("gone.cern.ch", "A", ("192.0.2.1",)), OWNER)
+    cluster.resources.ownership.apply([orphan], [])
+    cluster.resources.lease.stop()  # released: another replica may hold it now
+
+    cluster.provider.records()
+    cluster.provider._orphan_drops.wait(10)
+
+    stored = cluster.sim.state.configmap("default", "landb-webhook-ownership") or {}
+    kept = [decode_record(value).dns_name for value in (stored.get("data") or {}).values()]
+    assert kept == [orphan.dns_name]
