@@ -23,7 +23,7 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
-from landb_webhook.provider.core import LandbProvider
+from landb_webhook.provider.core import LandbProvider, ProviderOptions
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.external_dns import ownership_record, plan
 from support.kube_requests import is_watch
@@ -522,3 +522,43 @@ def test_a_replica_without_the_writer_lease_leaves_orphaned_claims_alone(make_cl
     stored = cluster.sim.state.configmap("default", "landb-webhook-ownership") or {}
     kept = [decode_record(value).dns_name for value in (stored.get("data") or {}).values()]
     assert kept == [orphan.dns_name]
+
+
+class LapsedLease:
+    """A WriterLease whose tenure ends right after the apply has checked it: before its first write."""
+
+    def held(self) -> bool:
+        return True
+
+    def holder(self) -> str:
+        return "replica-b"
+
+    def tenure(self) -> int | None:
+        return 1
+
+    def held_until(self, tenure: int) -> float:
+        return -math.inf
+
+
+def test_the_claim_write_is_fenced_too_and_nothing_is_written_once_the_lease_is_uncertain(
+    make_cluster: Any,
+) -> None:
+    cluster = make_cluster()
+    ports = cluster.resources
+    provider = LandbProvider(
+        ports.nodes,
+        ports.servers,
+        ports.ownership,
+        ProviderOptions(inventory_max_age=0),
+        cluster.metrics,
+        writer_lease=LapsedLease(),
+    )
+    record = Endpoint("app.cern.ch", "A", ("192.0.2.1",))
+
+    with pytest.raises(ApplyError, match="apply abandoned before the ownership records were written"):
+        provider.apply_changes(Changes(create=(record, ownership_record(record, OWNER))))
+
+    assert api_writes(cluster.sim) == []
+    assert ports.ownership.records() == []
+    refused = {"reason": "writer_lease_lost"}
+    assert cluster.metrics.registry.get_sample_value("landb_webhook_refused_changes_total", refused) == 1
