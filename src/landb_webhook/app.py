@@ -74,6 +74,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             min_count=settings.max_removal_min_count,
             allow=settings.allow_mass_removal,
         ),
+        write_fence_margin=settings.upstream_timeout,
     )
 
 
@@ -137,6 +138,10 @@ def build_provider(
         writer_lease=lease,
     )
     resources.provider = provider
+    metrics.watch(
+        writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
+        node_cache_age=ports.nodes.cache_age,
+    )
     ports.nodes.start()
     if isinstance(ports.ownership, ConfigMapOwnershipStore):
         ports.ownership.start()  # the one-shot commands (connected_ports) read the claims fresh instead

@@ -231,6 +231,16 @@ class Settings(BaseSettings):
                 "--lease-duration (LANDB_LEASE_DURATION) must exceed --lease-renew-deadline, which must "
                 "exceed 1.2 x --lease-retry-period"
             )
+        if self.leader_election and not (
+            self.lease_renew_deadline > self.upstream_timeout + 1.2 * self.lease_retry_period
+        ):
+            # A write is sent only while the lease surely lasts one upstream timeout more; with a
+            # renewal every retry period, that must leave room or the holder never writes.
+            raise ValueError(
+                "--lease-renew-deadline (LANDB_LEASE_RENEW_DEADLINE) must exceed --upstream-timeout "
+                "(LANDB_UPSTREAM_TIMEOUT) + 1.2 x --lease-retry-period: a write is sent only while the "
+                "writer lease surely lasts one upstream timeout more"
+            )
         return self
 
     @field_validator("dns_domain")

@@ -2,14 +2,19 @@
 
 One :class:`Metrics` object owns its own registry, so two instances (two tests, two apps in one
 process) never collide. The HTTP layer fills the request metrics; the provider receives the same
-object and fills the rest.
+object and fills the rest; a few gauges are read at scrape time from the component that knows
+(:meth:`Metrics.watch`).
+
+Every labelled counter whose labels are known in advance has its series at 0 from start-up, so that
+``increase()`` sees the first event after a restart; counters have no ``_created`` twin.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -31,6 +36,30 @@ UPSTREAMS = ("nova", "keystone", "kubernetes")
 OPENSTACK_RESULTS = ("ok", "error", "auth_error")
 """``auth_error``: Keystone failed before the call could be made; ``error``: Nova failed or did not answer."""
 REJECTION_REASONS = ("not_json", "wrong_shape", "too_large")
+REFUSAL_REASONS = (
+    "not_owned",
+    "plain_alias",
+    "frozen",
+    "plan",
+    "removal_guard",
+    "no_ingress_nodes",
+    "not_the_writer",
+    "writer_lease_lost",
+)
+"""``refused_changes_total`` reasons: the provider's own, plus landb.plan's Refusal kinds (``capacity`` is
+counted as ``plan``). tests/unit/test_webhook_metrics.py checks the code uses no other."""
+DROP_REASONS = (
+    "record_type",
+    "plain_alias",
+    "empty",
+    "too_long",
+    "invalid_characters",
+    "other_zone",
+    "wildcard",
+    "multi_label",
+)
+"""``dropped_endpoints_total`` reasons: the provider's own, plus landb.names' InvalidName kinds."""
+ALIAS_OWNERSHIP = ("owned", "unowned")
 
 
 @dataclass(frozen=True)
@@ -61,8 +90,19 @@ class Metrics:
     too_large)."""
     dropped_endpoints_total: Counter
     """Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by ``reason``."""
-    aliases_managed: Gauge
-    """Aliases published by this cluster's ingress nodes at the last inventory."""
+    aliases_published: Gauge
+    """Aliases published by this cluster's ingress nodes at the last inventory, by ``ownership``:
+    ``owned`` (a TXT claim, or registry noop) or ``unowned`` (set by someone else, never touched)."""
+    names_needing_attention: Gauge
+    """Names ``landb-webhook status`` flags (a non-ingress carrier, one N on two nodes, a name twice on
+    one node, an A and a CNAME alias for one name): each needs a human."""
+    nodes_without_server: Gauge
+    """Nodes whose Nova server was not found: their aliases are not seen."""
+    writer_lease_held: Gauge
+    """1 while this replica may write: it holds the writer Lease (or leader election is off)."""
+    node_cache_age_seconds: Gauge
+    """Seconds since the node watch last listed or ended a watch well (+Inf before the first list); a
+    quiet cluster resets it once per watch (60 s); nodes() refuses to answer past LANDB_NODE_CACHE_MAX_AGE."""
     ingress_nodes: Gauge
     """Nodes currently selected to carry aliases."""
     ingress_nodes_unhealthy: Gauge
@@ -83,6 +123,7 @@ class Metrics:
         ``process_metrics`` adds the usual process_*, python_gc_* and python_info series, as the
         default prometheus_client registry would.
         """
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide in prometheus_client; ours is the only exposition
         registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         if process_metrics:
             ProcessCollector(registry=registry)
@@ -150,9 +191,31 @@ class Metrics:
                 ["reason"],
                 registry=registry,
             ),
-            aliases_managed=Gauge(
-                f"{PREFIX}_aliases_managed",
-                "Aliases published by the cluster's ingress nodes at the last inventory.",
+            aliases_published=Gauge(
+                f"{PREFIX}_aliases_published",
+                "Aliases published by the cluster's ingress nodes at the last inventory, by ownership "
+                "(owned: a TXT claim or registry noop; unowned: set by someone else, never touched).",
+                ["ownership"],
+                registry=registry,
+            ),
+            names_needing_attention=Gauge(
+                f"{PREFIX}_names_needing_attention",
+                "Names landb-webhook status flags as needing a human, at the last inventory.",
+                registry=registry,
+            ),
+            nodes_without_server=Gauge(
+                f"{PREFIX}_nodes_without_server",
+                "Nodes whose Nova server was not found at the last inventory: their aliases are not seen.",
+                registry=registry,
+            ),
+            writer_lease_held=Gauge(
+                f"{PREFIX}_writer_lease_held",
+                "1 while this replica may write: it holds the writer Lease, or leader election is off.",
+                registry=registry,
+            ),
+            node_cache_age_seconds=Gauge(
+                f"{PREFIX}_node_cache_age_seconds",
+                "Seconds since the node watch last listed or ended a watch well.",
                 registry=registry,
             ),
             ingress_nodes=Gauge(
@@ -195,4 +258,15 @@ class Metrics:
             metrics.upstream_errors_total.labels(upstream=upstream)
         for reason in REJECTION_REASONS:
             metrics.rejected_requests_total.labels(reason=reason)
+        for reason in REFUSAL_REASONS:
+            metrics.refused_changes_total.labels(reason=reason)
+        for reason in DROP_REASONS:
+            metrics.dropped_endpoints_total.labels(reason=reason)
+        for ownership in ALIAS_OWNERSHIP:
+            metrics.aliases_published.labels(ownership=ownership)
         return metrics
+
+    def watch(self, *, writer_lease_held: Callable[[], bool], node_cache_age: Callable[[], float]) -> None:
+        """Gauges read at scrape time from the component that knows, so they are never stale."""
+        self.writer_lease_held.set_function(lambda: float(writer_lease_held()))
+        self.node_cache_age_seconds.set_function(node_cache_age)

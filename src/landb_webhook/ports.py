@@ -107,3 +107,12 @@ class WriterLease(Protocol):
     def holder(self) -> str:
         """The replica that may write, as far as this one knows (for the refusal message)."""
         ...
+
+    def tenure(self) -> int | None:
+        """This replica's current unbroken stretch of holding, or None when it may not write now."""
+        ...
+
+    def held_until(self, tenure: int) -> float:
+        """The ``time.monotonic()`` moment until which ``tenure`` surely lasts (minus infinity once it
+        has ended): a write sent before it cannot meet another replica's."""
+        ...

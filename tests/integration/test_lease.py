@@ -7,6 +7,7 @@ is a :class:`Clock` the test moves, so expiry and the renew deadline are exercis
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -215,6 +216,47 @@ def test_a_holder_that_cannot_renew_stops_writing_at_the_renew_deadline(
     events = [entry["event"] for entry in logs]
     assert events.count("writer lease: call failed") == 1  # not once per round
     assert "writer lease lost: this replica stops applying changes" in events
+
+
+def test_a_tenure_lasts_the_renew_deadline_from_the_last_renewal_sent(
+    make_elector: Callable[..., LeaseElector],
+) -> None:
+    clock = Clock()
+    holder = make_elector("replica-a", clock)
+    assert holder.try_acquire_or_renew()
+    tenure = holder.tenure()
+    assert tenure is not None
+    assert holder.held_until(tenure) == clock.now + RENEW_DEADLINE
+
+    clock.now += RETRY
+    assert holder.try_acquire_or_renew()
+
+    assert holder.tenure() == tenure  # renewed in time: the same unbroken tenure
+    assert holder.held_until(tenure) == clock.now + RENEW_DEADLINE
+
+
+def test_a_lapse_ends_the_tenure_even_when_the_same_replica_renews_afterwards(
+    simulator: Simulator, make_elector: Callable[..., LeaseElector]
+) -> None:
+    """Past the renew deadline another replica may have taken the Lease and written: an apply begun
+    before the lapse must not write on after it, whoever holds the Lease now."""
+    clock = Clock()
+    holder = make_elector("replica-a", clock)
+    assert holder.try_acquire_or_renew()
+    before = holder.tenure()
+    assert before is not None
+    outage = simulator.state.inject_fault(api="kubernetes", path_pattern="/leases/", status=503, times=None)
+    clock.now += RENEW_DEADLINE
+    assert not holder.try_acquire_or_renew()
+    assert holder.tenure() is None
+    outage.cancel()
+
+    assert holder.try_acquire_or_renew()  # nobody took it meanwhile: the same replica renews
+
+    after = holder.tenure()
+    assert after is not None and after != before
+    assert holder.held_until(before) == -math.inf
+    assert holder.held_until(after) == clock.now + RENEW_DEADLINE
 
 
 def test_losing_the_race_for_the_lease_is_not_an_error(

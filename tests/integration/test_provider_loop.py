@@ -6,6 +6,7 @@ Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (tests
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
@@ -22,9 +23,9 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
-from landb_webhook.provider.core import LandbProvider
+from landb_webhook.provider.core import LandbProvider, ProviderOptions
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from support.external_dns import plan
+from support.external_dns import ownership_record, plan
 from support.kube_requests import is_watch
 
 Eventually = Callable[..., Any]
@@ -462,3 +463,102 @@ def test_one_summary_line_per_apply(make_cluster: Any) -> None:
     assert len(summaries) == 1
     assert summaries[0]["log_level"] == "info"
     assert re.fullmatch(r"\+6 -0 aliases on 3 of 4 nodes, 0 failed, \d+ ms", summaries[0]["summary"])
+
+
+def test_the_alias_gauges_split_owned_from_unowned_and_count_what_status_flags(make_cluster: Any) -> None:
+    cluster = make_cluster(ingress_nodes=3, workers=1)
+    first, worker = cluster.server_id(cluster.nodes[0]), cluster.server_id(cluster.nodes[-1])
+    cluster.sim.state.set_metadata_direct(
+        first, {**cluster.sim.state.metadata(first), "landb-alias": "legacy--load-0-"}
+    )
+    cluster.want("app.cern.ch", "web.cern.ch")
+    cluster.settle()
+
+    def sample(name: str, **labels: str) -> float | None:
+        return cluster.metrics.registry.get_sample_value(f"landb_webhook_{name}", labels)
+
+    assert sample("aliases_published", ownership="owned") == 2
+    assert sample("aliases_published", ownership="unowned") == 1  # legacy, set by hand
+    assert sample("names_needing_attention") == 0
+    assert sample("nodes_without_server") == 0
+
+    # A worker carrying a name: `status` flags it (a non-ingress carrier), and so does the gauge.
+    cluster.sim.state.set_metadata_direct(
+        worker, {**cluster.sim.state.metadata(worker), "landb-alias": "stray--load-0-"}
+    )
+    cluster.provider.records()
+
+    assert sample("names_needing_attention") == 1
+
+
+def test_the_writer_lease_and_node_cache_gauges_are_read_when_scraped(make_cluster: Any) -> None:
+    elected = make_cluster()
+    assert elected.resources.lease is not None
+    elected.eventually(
+        lambda: elected.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 1,
+        what="the writer lease gauge to show the lease held",
+    )
+    age = elected.metrics.registry.get_sample_value("landb_webhook_node_cache_age_seconds")
+    assert age is not None and math.isfinite(age) and age >= 0  # synced (+Inf before the first list)
+
+    elected.resources.lease.stop()  # released: this replica may no longer write
+    assert elected.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 0
+
+    alone = make_cluster(ingress_nodes=0, workers=0, leader_election=False)
+    assert alone.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 1
+
+
+def test_a_replica_without_the_writer_lease_leaves_orphaned_claims_alone(make_cluster: Any) -> None:
+    """Dropping a claim is a write: only the lease holder makes it (its own Records does)."""
+    cluster = make_cluster()
+    assert cluster.resources.lease is not None
+    orphan = ownership_record(Endpoint("gone.cern.ch", "A", ("192.0.2.1",)), OWNER)
+    cluster.resources.ownership.apply([orphan], [])
+    cluster.resources.lease.stop()  # released: another replica may hold it now
+
+    cluster.provider.records()
+    cluster.provider._orphan_drops.wait(10)
+
+    stored = cluster.sim.state.configmap("default", "landb-webhook-ownership") or {}
+    kept = [decode_record(value).dns_name for value in (stored.get("data") or {}).values()]
+    assert kept == [orphan.dns_name]
+
+
+class LapsedLease:
+    """A WriterLease whose tenure ends right after the apply has checked it: before its first write."""
+
+    def held(self) -> bool:
+        return True
+
+    def holder(self) -> str:
+        return "replica-b"
+
+    def tenure(self) -> int | None:
+        return 1
+
+    def held_until(self, tenure: int) -> float:
+        return -math.inf
+
+
+def test_the_claim_write_is_fenced_too_and_nothing_is_written_once_the_lease_is_uncertain(
+    make_cluster: Any,
+) -> None:
+    cluster = make_cluster()
+    ports = cluster.resources
+    provider = LandbProvider(
+        ports.nodes,
+        ports.servers,
+        ports.ownership,
+        ProviderOptions(inventory_max_age=0),
+        cluster.metrics,
+        writer_lease=LapsedLease(),
+    )
+    record = Endpoint("app.cern.ch", "A", ("192.0.2.1",))
+
+    with pytest.raises(ApplyError, match="apply abandoned before the ownership records were written"):
+        provider.apply_changes(Changes(create=(record, ownership_record(record, OWNER))))
+
+    assert api_writes(cluster.sim) == []
+    assert ports.ownership.records() == []
+    refused = {"reason": "writer_lease_lost"}
+    assert cluster.metrics.registry.get_sample_value("landb_webhook_refused_changes_total", refused) == 1

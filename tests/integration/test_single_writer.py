@@ -1,5 +1,6 @@
-"""Two real ``landb-webhook serve`` processes against the simulator: only the Lease holder writes, and
-when the holder is killed the other takes over once the Lease has expired.
+"""Two real ``landb-webhook serve`` processes against the simulator: only the Lease holder writes; when
+the holder is killed the other takes over once the Lease has expired; and a holder frozen in the middle
+of an apply writes nothing more once it wakes up (the write fence).
 
 Short lease timings make the takeover quick; every wait is on a condition with a deadline.
 """
@@ -7,23 +8,34 @@ Short lease timings make the takeover quick; every wait is on a condition with a
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from e2e.e2e_support import WebhookProcess, http_post
+from landb_webhook.adapters.ownership import decode_record
+from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
+from landb_webhook.provider.ownership import owned_name
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.kube_store import LEASES
-from support.external_dns import create_with_claim
+from landb_webhook.simulator.state import MetadataChange
+from support.external_dns import HttpLoop, create_with_claim, loop_over_http
 
 NAMESPACE = "default"
 LEASE = "landb-webhook"
-TAKEOVER_DEADLINE = 20.0
-"""Seconds the test waits for a takeover the 2 s lease makes happen in about 2 s."""
+TAKEOVER_DEADLINE = 30.0
+"""Seconds the test waits for a takeover the 6 s lease makes happen in about 6 s."""
+INGRESS_NODES = 4
+OWNER = "test"
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = TAKEOVER_DEADLINE) -> Any:
@@ -39,15 +51,21 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = TAKEOVER_
 def replicas(
     simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path
 ) -> Iterator[list[WebhookProcess]]:
-    seed_cluster(simulator.state, ingress_nodes=2, workers=0)
+    seed_cluster(simulator.state, ingress_nodes=INGRESS_NODES, workers=0)
+    # A write is sent only while the lease surely lasts one upstream timeout more (2 s of the 5 s renew
+    # deadline: renewals may lag 3 s on a loaded machine); one write at a time, so a frozen holder has no
+    # other request under way.
     settings = {
         "OS_CLIENT_CONFIG_FILE": str(sim_clients.clouds_yaml),
         "LANDB_OS_CLOUD": sim_clients.cloud_name,
         "LANDB_KUBECONFIG": str(sim_clients.kubeconfig),
         "LANDB_OWNERSHIP_NAMESPACE": NAMESPACE,
-        "LANDB_LEASE_DURATION": "2",
-        "LANDB_LEASE_RENEW_DEADLINE": "1.5",
+        "LANDB_LEASE_DURATION": "6",
+        "LANDB_LEASE_RENEW_DEADLINE": "5",
         "LANDB_LEASE_RETRY_PERIOD": "0.2",
+        "LANDB_UPSTREAM_TIMEOUT": "2",
+        "LANDB_REQUEST_TIMEOUT": "14",
+        "LANDB_WRITE_CONCURRENCY": "1",
         "LANDB_LOG_FORMAT": "json",
     }
     started: list[WebhookProcess] = []
@@ -71,11 +89,25 @@ def holder(simulator: Simulator) -> str:
     return str((lease or {}).get("spec", {}).get("holderIdentity") or "")
 
 
+def wait_for_takeover(simulator: Simulator, standby: WebhookProcess, why: str) -> None:
+    """Until the standby holds the Lease and knows it (its own reply has arrived, not only the API's
+    record of it)."""
+    wait_for(lambda: holder(simulator) == "replica-b", f"replica-b to take over {why}")
+    wait_for(
+        lambda: '"writer lease acquired: this replica applies changes"' in standby.log_text(),
+        "replica-b to see its own acquisition",
+    )
+
+
 def published(simulator: Simulator) -> set[str]:
+    return set().union(*published_per_node(simulator).values())
+
+
+def published_per_node(simulator: Simulator) -> dict[str, set[str]]:
+    state = simulator.state
     return {
-        token.label
-        for server in simulator.state.servers()
-        for token in read_aliases(simulator.state.metadata(server.id)).load_tokens()
+        server.name: {token.label for token in read_aliases(state.metadata(server.id)).load_tokens()}
+        for server in state.servers()
     }
 
 
@@ -96,16 +128,70 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     assert api_writes(simulator) == 0
     assert published(simulator) == set()
 
-    status, _ = http_post(holder_process.api_port, "/records", create_with_claim("app"), {})
-    assert status == 204
+    status, body = http_post(holder_process.api_port, "/records", create_with_claim("app"), {})
+    assert status == 204, body
     assert published(simulator) == {"app"}
 
     assert holder_process._process is not None
     holder_process._process.kill()  # SIGKILL: no release, the standby must wait for the lease to expire
     holder_process._process.wait()
-    wait_for(lambda: holder(simulator) == "replica-b", "replica-b to take over the expired lease")
+    wait_for_takeover(simulator, standby, "the expired lease")
 
     status, body = http_post(standby.api_port, "/records", create_with_claim("web"), {})
     assert (status, body) == (204, b"")
     assert published(simulator) == {"app", "web"}
-    assert '"writer lease acquired: this replica applies changes"' in standby.log_text()
+
+
+def claimed(simulator: Simulator) -> set[str]:
+    """The aliases whose TXT claim is stored in the ownership ConfigMap, as the API server has it."""
+    stored = simulator.state.configmap(NAMESPACE, "landb-webhook-ownership") or {}
+    return {owned_name(decode_record(value)).split(".")[0] for value in (stored.get("data") or {}).values()}
+
+
+def desired(*labels: str) -> list[Endpoint]:
+    return [Endpoint(f"{label}.cern.ch", "A", ("192.0.2.1",)) for label in labels]
+
+
+def external_dns_loop(process: WebhookProcess, *labels: str) -> HttpLoop:
+    with httpx.Client(base_url=f"http://127.0.0.1:{process.api_port}", timeout=30) as client:
+        return loop_over_http(client, desired(*labels), owner=OWNER)
+
+
+def test_a_holder_frozen_mid_apply_sends_nothing_more_once_another_replica_took_over(
+    simulator: Simulator, replicas: list[WebhookProcess]
+) -> None:
+    holder_process, standby = replicas
+    assert holder_process._process is not None
+    holder_pid = holder_process._process.pid
+    assert external_dns_loop(holder_process, "grafana").succeeded
+    assert claimed(simulator) == {"grafana"}
+
+    frozen = threading.Event()
+
+    def freeze_after_first_write(change: MetadataChange) -> None:
+        # Called as the write lands, before its reply leaves: the holder is waiting for that reply.
+        if change.method != "direct" and not frozen.is_set():
+            os.kill(holder_pid, signal.SIGSTOP)
+            frozen.set()
+
+    simulator.state.observe_metadata_changes(freeze_after_first_write)
+    with ThreadPoolExecutor(1) as pool:
+        stale = pool.submit(external_dns_loop, holder_process, "grafana", "app")
+        try:
+            wait_for(frozen.is_set, "the holder's first write of app")
+            simulator.state.observe_metadata_changes(None)
+            wait_for_takeover(simulator, standby, "from the frozen holder")
+            taken_over = external_dns_loop(standby, "app", "login")  # grafana goes, login comes
+            assert taken_over.succeeded, taken_over.statuses
+        finally:
+            os.kill(holder_pid, signal.SIGCONT)
+        woken = stale.result(timeout=60)
+
+    assert woken.statuses[-1] == 503  # the rest of its apply abandoned
+    assert '"apply abandoned: writer lease no longer certain' in holder_process.log_text()
+    # Nothing the new holder wrote was undone: every node carries what it wrote, with a claim each.
+    assert published_per_node(simulator) == {name: {"app", "login"} for name in published_per_node(simulator)}
+    assert claimed(simulator) == {"app", "login"}
+    # And the next loop, on the holder, finds nothing left to do.
+    settled = external_dns_loop(standby, "app", "login")
+    assert settled.succeeded and settled.changes is None, settled

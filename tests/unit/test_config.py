@@ -68,3 +68,12 @@ def test_the_node_cache_max_age_cannot_be_shorter_than_a_watch_period() -> None:
     with pytest.raises(ValidationError, match="node_cache_max_age"):
         Settings(node_cache_max_age=30)
     assert Settings(node_cache_max_age=60).node_cache_max_age == 60
+
+
+def test_the_renew_deadline_must_leave_room_for_one_upstream_timeout_after_a_renewal() -> None:
+    """A write is sent only while the lease surely lasts one upstream timeout more: with a renewal every
+    retry period, a shorter renew deadline would leave the holder never sure enough to write."""
+    with pytest.raises(ValidationError, match="must exceed --upstream-timeout"):
+        Settings(upstream_timeout=8, lease_renew_deadline=10, lease_retry_period=2)
+    assert Settings(upstream_timeout=8, leader_election=False).upstream_timeout == 8  # no lease, no fence
+    assert Settings().lease_renew_deadline > Settings().upstream_timeout + 1.2 * Settings().lease_retry_period

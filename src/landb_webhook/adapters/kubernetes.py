@@ -250,6 +250,10 @@ class KubernetesNodeSource:
         deadline = time.monotonic() + timeout
         return all(cache.wait_synced(max(0.0, deadline - time.monotonic())) for cache in self._caches())
 
+    def cache_age(self) -> float:
+        """Seconds since the stalest of the watches last heard from the API server (infinity before)."""
+        return max(cache.age() for cache in self._caches())
+
     # -- ports.NodeSource ------------------------------------------------------------------------
 
     def nodes(self) -> Sequence[Node]:

@@ -10,7 +10,10 @@ The kubernetes Python client has no elector; this one keeps client-go's semantic
 - the holder that has not renewed for ``renew_deadline`` (shorter than ``lease_duration``) stops writing,
   before any other replica may take over; a renewal counts from the moment it was *sent*;
 - on a clean stop the holder releases the Lease (empty holder, 1 s duration) so a successor takes over at
-  once; a killed holder is taken over once its Lease has expired.
+  once; a killed holder is taken over once its Lease has expired;
+- a *tenure* is one unbroken stretch of holding: it ends whenever the renew deadline passes without a
+  renewal, even if the same replica takes the Lease again later (another may have written meanwhile).
+  A writer fences each write with :meth:`held_until` of the tenure its apply started in.
 
 RBAC needed in the Lease's namespace: leases get, create, update.
 """
@@ -92,6 +95,8 @@ class LeaseElector:
         """When (``clock``) the spec last changed, as seen from here."""
         self._renewed_at = -math.inf
         """When (``clock``) the last successful acquire or renew was sent."""
+        self._tenure = 0
+        """Counts the tenures: a new one starts with every acquisition after a lapse."""
         self._leading = False
         self._last_problem = ""
         self._reported_holder = ""
@@ -122,6 +127,24 @@ class LeaseElector:
         self._first_round.wait(wait)
         with self._lock:
             return self._holds_now()
+
+    def tenure(self, wait: float = 5.0) -> int | None:
+        """The current tenure if this replica holds the Lease now (as :meth:`held`), else None."""
+        self._first_round.wait(wait)
+        with self._lock:
+            return self._tenure if self._holds_now() else None
+
+    def held_until(self, tenure: int) -> float:
+        """Until when (``clock``) this replica surely still holds the Lease in ``tenure``: its last renewal
+        *sent* plus the renew deadline; minus infinity once that tenure has ended.
+
+        No other replica takes the Lease before it has gone unrenewed for the lease duration on its own
+        clock, so a write sent before this moment cannot meet another writer's.
+        """
+        with self._lock:
+            if tenure != self._tenure or not self._is_holder():
+                return -math.inf
+            return self._renewed_at + self._renew_deadline
 
     def holder(self) -> str:
         """Who holds the Lease as last seen, for the 503 a non-holder answers."""
@@ -184,7 +207,7 @@ class LeaseElector:
             body: Any = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": wanted}
             if not self._write(lambda: self._api.create_namespaced_lease(self.namespace, body, **self._raw)):
                 return False
-            self._observe(wanted, sent_at, renewed=True)
+            self._renewed(wanted, sent_at, continuing=False)
             return True
 
         current = dict(lease.get("spec") or {})
@@ -202,12 +225,14 @@ class LeaseElector:
                 wanted["leaseTransitions"] = current.get("leaseTransitions") or 0
             else:
                 wanted["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
+            # Sent while the last renewal still held: the tenure goes on without a gap.
+            continuing = self._is_holder() and sent_at < self._renewed_at + self._renew_deadline
         lease["spec"] = wanted  # metadata (resourceVersion included) as read: a 409 if it changed since
         if not self._write(
             lambda: self._api.replace_namespaced_lease(self.name, self.namespace, lease, **self._raw)
         ):
             return False
-        self._observe(wanted, sent_at, renewed=True)
+        self._renewed(wanted, sent_at, continuing=continuing)
         return True
 
     def release(self) -> None:
@@ -260,11 +285,12 @@ class LeaseElector:
     def _is_holder(self) -> bool:
         return self._observed.get("holderIdentity") == self.identity
 
-    def _observe(self, spec: dict[str, Any], at: float, *, renewed: bool) -> None:
+    def _renewed(self, spec: dict[str, Any], sent_at: float, *, continuing: bool) -> None:
         with self._lock:
-            self._observed, self._observed_at = dict(spec), at
-            if renewed:
-                self._renewed_at = at
+            self._observed, self._observed_at = dict(spec), sent_at
+            if not continuing:
+                self._tenure += 1
+            self._renewed_at = sent_at
             self._last_problem = ""
 
     def _note_problem(self, reason: str) -> None:

@@ -134,11 +134,15 @@ class Reflector(Generic[Value]):
 
     # -- reads -----------------------------------------------------------------------------------
 
+    def age(self) -> float:
+        """Seconds since the last list or watch that ended well; infinity before the first list."""
+        return self._clock() - self._last_contact
+
     def items(self) -> tuple[dict[str, Value], int]:
         """A copy of the cache and its version; an UpstreamError before the first list or when stale."""
         if not self._synced.is_set():
             raise UpstreamError(UPSTREAM, f"{self.what} inventory not synced yet")
-        age = self._clock() - self._last_contact
+        age = self.age()
         if age > self._max_staleness:
             # Aliases placed from a picture this old could land on nodes that are long gone.
             raise UpstreamError(

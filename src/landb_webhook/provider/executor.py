@@ -1,6 +1,9 @@
 """Carries out a plan against Nova: every make write before any break write, ``concurrency`` requests at a
 time.
 
+Each request is fenced (provider.fence): it is sent only while this writer surely still holds the writer
+lease; the first one that is not stops the apply, and nothing more is sent.
+
 The order comes from ``landb.plan`` (make before break; within one server's write, the POST before its
 DELETEs). Within those rules every request is independent, so a phase is scheduled request by request,
 not server by server: a server's DELETEs run side by side once its POST has landed, and the pool is kept
@@ -17,10 +20,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from landb_webhook.deadline import contexts_for
+from landb_webhook.deadline import answering_by, contexts_for
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import ServerStore, UpstreamError
+from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +41,8 @@ class Outcome:
     failures: tuple[WriteFailure, ...]
     held_back: tuple[ServerPlan, ...]
     """Break writes not attempted because an addition they depend on did not land."""
+    abandoned: WriterLeaseLost | None = None
+    """Why the rest of the plan was not sent: the writer lease was no longer certain."""
 
     def failed_labels(self) -> set[str]:
         """Labels whose change did not fully land: their TXT claims must stay."""
@@ -81,9 +87,11 @@ class PlanExecutor:
         self._dry_run = dry_run
         self._metrics = metrics
 
-    def execute(self, plans: Sequence[ServerPlan]) -> Outcome:
+    def execute(self, plans: Sequence[ServerPlan], fence: WriteFence = UNFENCED) -> Outcome:
         makes = [p for p in plans if p.make]
-        make_failures = self._run_phase("make", makes, lambda p: p.make)
+        make_failures, abandoned = self._run_phase("make", makes, lambda p: p.make, fence)
+        if abandoned is not None:
+            return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned)
         failed = {f.plan.server.server_id for f in make_failures}
         unlanded = {t.label for f in make_failures for t in f.plan.added}
 
@@ -101,20 +109,27 @@ class PlanExecutor:
                 )
                 continue
             breaks.append(plan)
-        break_failures = self._run_phase("break", breaks, lambda p: p.brk)
+        break_failures, abandoned = self._run_phase("break", breaks, lambda p: p.brk, fence)
 
-        return Outcome(failures=(*make_failures, *break_failures), held_back=tuple(held_back))
+        return Outcome(
+            failures=(*make_failures, *break_failures), held_back=tuple(held_back), abandoned=abandoned
+        )
 
     def _run_phase(
-        self, phase: str, plans: Sequence[ServerPlan], write_of: Callable[[ServerPlan], MetadataWrite]
-    ) -> list[WriteFailure]:
+        self,
+        phase: str,
+        plans: Sequence[ServerPlan],
+        write_of: Callable[[ServerPlan], MetadataWrite],
+        fence: WriteFence,
+    ) -> tuple[list[WriteFailure], WriterLeaseLost | None]:
         """Every request of the phase, at most ``concurrency`` at a time; returns one failure per server
-        whose write did not fully land."""
+        whose write did not fully land, and why the phase was abandoned if the fence stopped it."""
         writes = [_ServerWrite(plan, write_of(plan)) for plan in plans]
         if self._dry_run:
             for server in writes:
                 self._skip(phase, server)
-            return []
+            return [], None
+        abandoned: WriterLeaseLost | None = None
         # Ready requests, the most work they release first: a POST with many DELETEs behind it, then
         # other POSTs, then DELETEs. Ties keep the plan's order.
         ready: list[tuple[int, int, _Request]] = []
@@ -128,17 +143,22 @@ class PlanExecutor:
         for server in writes:
             server.unfinished = int(bool(server.write.upserts)) + len(server.write.deletes)
             release(server.first_requests())
-        running: dict[Future[UpstreamError | None], _Request] = {}
+        running: dict[Future[UpstreamError | WriterLeaseLost | None], _Request] = {}
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-{phase}") as pool:
             while ready or running:
                 free = self._concurrency - len(running)
                 for context in contexts_for(min(free, len(ready))):  # they see this call's reply deadline
                     request = heapq.heappop(ready)[2]
-                    running[pool.submit(context.run, self._send, request)] = request
+                    running[pool.submit(context.run, self._send, request, fence)] = request
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     request = running.pop(future)
                     error = future.result()
+                    if isinstance(error, WriterLeaseLost):
+                        # Not sent: let what is in flight finish, start nothing more.
+                        abandoned = abandoned or error
+                        ready.clear()
+                        continue
                     server = request.server
                     server.unfinished -= 1
                     self._count(request, error)
@@ -152,16 +172,30 @@ class PlanExecutor:
                         log.info(
                             "metadata written", values=dict(server.write.upserts), **_context(phase, server)
                         )
-        return [WriteFailure(s.plan, phase, _reason(s)) for s in writes if s.errors]
+        if abandoned is not None:
+            log.error(
+                "apply abandoned: writer lease no longer certain, nothing more is sent",
+                phase=phase,
+                reason=str(abandoned),
+                nodes_not_fully_written=sorted(s.plan.server.node_name for s in writes if s.unfinished),
+            )
+        return [WriteFailure(s.plan, phase, _reason(s)) for s in writes if s.errors], abandoned
 
-    def _send(self, request: _Request) -> UpstreamError | None:
-        """One request; an upstream failure is returned, anything else (a bug) raised."""
-        server_id = request.server.plan.server.server_id
+    def _send(self, request: _Request, fence: WriteFence) -> UpstreamError | WriterLeaseLost | None:
+        """One request, sent only if the fence passes right before it (and retried only within the
+        tenure it checked); an upstream failure or the fence's refusal is returned, a bug raised."""
+        plan = request.server.plan
+        server_id = plan.server.server_id
         try:
-            if request.key is None:
-                self._servers.set_metadata(server_id, request.server.write.upserts)
-            else:
-                self._servers.delete_metadata(server_id, request.key)
+            tenure_ends = fence.check(f"{request.operation} on {plan.server.node_name}")
+        except WriterLeaseLost as lost:
+            return lost
+        try:
+            with answering_by(tenure_ends):
+                if request.key is None:
+                    self._servers.set_metadata(server_id, request.server.write.upserts)
+                else:
+                    self._servers.delete_metadata(server_id, request.key)
         except UpstreamError as exc:
             return exc
         return None

@@ -225,6 +225,7 @@ class SimulatorState:
         self._servers: dict[str, _Server] = {}
         self._max_server_meta = DEFAULT_MAX_SERVER_META
         self._history: list[MetadataChange] = []
+        self._change_observer: Callable[[MetadataChange], None] | None = None
         self._seq = itertools.count(1)
         self._calls: deque[ApiCall] = deque(maxlen=MAX_RECORDED_CALLS)
         self._in_flight: dict[str, int] = {}
@@ -447,7 +448,16 @@ class SimulatorState:
 
     def _record_change(self, server_id: str, method: str, key: str | None) -> None:
         metadata = dict(self._servers[server_id].metadata)
-        self._history.append(MetadataChange(next(self._seq), server_id, method, key, metadata))
+        change = MetadataChange(next(self._seq), server_id, method, key, metadata)
+        self._history.append(change)
+        if self._change_observer is not None:
+            self._change_observer(change)
+
+    def observe_metadata_changes(self, observer: Callable[[MetadataChange], None] | None) -> None:
+        """Call ``observer`` with each metadata change as it lands, before its reply is sent, so a test
+        can act at that exact moment (freeze the writer); None stops it."""
+        with self._lock:
+            self._change_observer = observer
 
     def metadata_history(self, server_id: str | None = None) -> list[MetadataChange]:
         """Every successful metadata change (optionally of one server), in global order."""
