@@ -24,20 +24,15 @@ from landb_webhook.provider.health import HealthPolicy
 
 log = structlog.get_logger(__name__)
 
-BACKGROUND_DRAIN_SECONDS = 5.0
-"""At shutdown, how long a background drop of orphaned claims may take to finish (one ConfigMap write)."""
-
 
 @dataclass
 class Resources:
-    """What must be stopped when the service stops: the provider's background work, the watches and
-    the OpenStack session."""
+    """What must be stopped when the service stops: the watches and the OpenStack session."""
 
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
     ownership: OwnershipStore
     lease: LeaseElector | None = None
-    provider: LandbProvider | None = None
     closed: bool = field(default=False)
 
     def close(self) -> None:
@@ -45,8 +40,6 @@ class Resources:
         if self.closed:
             return
         self.closed = True
-        if self.provider is not None:
-            self.provider.close(BACKGROUND_DRAIN_SECONDS)
         if self.lease is not None:
             self.lease.stop()
         self.nodes.stop()
@@ -137,7 +130,6 @@ def build_provider(
         clock=clock,
         writer_lease=lease,
     )
-    resources.provider = provider
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
         node_cache_age=ports.nodes.cache_age,

@@ -57,6 +57,8 @@ DROP_REASONS = (
     "other_zone",
     "wildcard",
     "multi_label",
+    "load_marker",
+    "frozen_alias",
 )
 """``dropped_endpoints_total`` reasons: the provider's own, plus landb.names' InvalidName kinds."""
 ALIAS_OWNERSHIP = ("owned", "unowned")

@@ -454,7 +454,8 @@ def test_readiness_waits_for_the_node_cache(simulator: Simulator, sim_clients: C
     assert readiness.reason.startswith("kubernetes: ") and "not synced yet" in readiness.reason
 
 
-def test_one_summary_line_per_apply(make_cluster: Any) -> None:
+def test_one_summary_line_per_apply_counting_and_naming_aliases_not_tokens(make_cluster: Any) -> None:
+    """An alias on three nodes is one alias (three tokens); the line names them, a bounded number."""
     cluster = make_cluster(ingress_nodes=3, workers=1)
     cluster.want("app.cern.ch", "web.cern.ch")
     with capture_logs() as logs:
@@ -462,7 +463,22 @@ def test_one_summary_line_per_apply(make_cluster: Any) -> None:
     summaries = [line for line in logs if line["event"] == "apply finished"]
     assert len(summaries) == 1
     assert summaries[0]["log_level"] == "info"
-    assert re.fullmatch(r"\+6 -0 aliases on 3 of 4 nodes, 0 failed, \d+ ms", summaries[0]["summary"])
+    assert re.fullmatch(
+        r"\+2 -0 aliases \(\+6 -0 tokens\) on 3 of 4 nodes, 0 failed, \d+ ms, created app, web",
+        summaries[0]["summary"],
+    )
+    assert (summaries[0]["aliases_added"], summaries[0]["tokens_added"]) == (2, 6)
+
+    many = [f"n{i:02}.cern.ch" for i in range(12)]
+    cluster.want("app.cern.ch", *many)
+    with capture_logs() as logs:
+        cluster.loop()
+    (summary,) = [line["summary"] for line in logs if line["event"] == "apply finished"]
+    assert re.fullmatch(
+        r"\+12 -1 aliases \(\+36 -3 tokens\) on 3 of 4 nodes, 0 failed, \d+ ms, "
+        r"created n00, n01, n02, n03, n04, n05, n06, n07, n08, n09 and 2 more, removed web",
+        summary,
+    )
 
 
 def test_the_alias_gauges_split_owned_from_unowned_and_count_what_status_flags(make_cluster: Any) -> None:
@@ -517,7 +533,6 @@ def test_a_replica_without_the_writer_lease_leaves_orphaned_claims_alone(make_cl
     cluster.resources.lease.stop()  # released: another replica may hold it now
 
     cluster.provider.records()
-    cluster.provider._orphan_drops.wait(10)
 
     stored = cluster.sim.state.configmap("default", "landb-webhook-ownership") or {}
     kept = [decode_record(value).dns_name for value in (stored.get("data") or {}).values()]

@@ -174,3 +174,63 @@ def test_changes_that_would_write_beside_or_over_a_plain_alias_are_refused(new_c
     assert api_writes(cluster.sim) == []
     assert record(cluster, "a-app.cern.ch", "TXT") is None
     assert cluster.metrics.refused_changes_total.labels(reason="plain_alias")._value.get() >= 3
+
+
+# -- registry noop and an alias held only in a frozen form -------------------------------------------
+
+
+def kubernetes_writes(cluster: Cluster) -> list[Any]:
+    return [c for c in cluster.sim.state.api_calls("kubernetes") if c.method not in ("GET", "HEAD")]
+
+
+def test_noop_an_unwanted_alias_held_only_frozen_is_not_reported_and_nothing_is_asked(
+    new_cluster: Any,
+) -> None:
+    """One ingress node holds ``mine--load-0-`` in landb-alias1 and no Ingress wants ``mine``: noop has no
+    owners, so a reported ``mine`` would be a DELETE every loop that changes nothing. Like a plain alias it
+    is not reported; every loop writes and asks nothing."""
+    cluster = new_cluster(registry="noop", ingress_nodes=1, workers=0)
+    set_by_hand(cluster, cluster.nodes[0], landb_alias1="mine--load-0-")
+    assert record(cluster, "mine.cern.ch", "A") is None
+    cluster.sim.state.reset_api_calls()
+    for _ in range(2):
+        assert loop(cluster, "noop").is_empty
+    assert api_writes(cluster.sim) == [] and kubernetes_writes(cluster) == []
+    assert cluster.aliases(cluster.nodes[0]) == {"mine": 0}
+
+
+def test_noop_an_alias_held_frozen_and_in_a_slot_is_reported_whole_and_its_deletion_settles(
+    new_cluster: Any,
+) -> None:
+    """Held both ways, the alias is reported with every carrier, the frozen one included; its deletion
+    removes our token, what is left is frozen only and no longer reported: the second loop is empty."""
+    cluster = new_cluster(registry="noop", ingress_nodes=2, workers=0)
+    first, second = cluster.nodes
+    cluster.want("mine.cern.ch")
+    settle(cluster, "noop")
+    set_by_hand(cluster, second, landb_alias1="mine--load-7-")
+    reported = record(cluster, "mine.cern.ch", "A")
+    assert reported is not None and len(reported.targets) == 2
+    assert loop(cluster, "noop").is_empty, "wanted: Records and AdjustEndpoints agree"
+
+    cluster.want()
+    assert loop(cluster, "noop").delete
+    assert "mine" not in cluster.aliases(first) and cluster.aliases(second) == {"mine": 7}
+    writes_before = len(api_writes(cluster.sim))
+    assert loop(cluster, "noop").is_empty
+    assert len(api_writes(cluster.sim)) == writes_before
+
+
+@pytest.mark.parametrize("ingress_nodes", [1, 2])
+def test_noop_a_wanted_alias_held_only_frozen_settles_whether_or_not_we_write(
+    new_cluster: Any, ingress_nodes: int
+) -> None:
+    """Wanted, and frozen on the only node that would carry it: nothing of ours would be written, so
+    AdjustEndpoints drops it as Records leaves it out. With a second ingress node our token goes there
+    once, and from then on the alias is reported and desired alike."""
+    cluster = new_cluster(registry="noop", ingress_nodes=ingress_nodes, workers=0)
+    set_by_hand(cluster, cluster.nodes[0], landb_alias1="mine--load-0-")
+    cluster.want("mine.cern.ch")
+    assert settle(cluster, "noop") == ingress_nodes - 1
+    assert [cluster.aliases(node) for node in cluster.nodes] == [{"mine": 0}, {"mine": 1}][:ingress_nodes]
+    assert len(api_writes(cluster.sim)) == ingress_nodes - 1

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from landb_webhook.landb.metadata import slot_key
-from landb_webhook.landb.names import LoadToken
+from landb_webhook.landb.names import LOAD_MARKER, LoadToken
 from landb_webhook.landb.plan import Plan, ServerState, plan_changes
 
 DOMAIN = "cern.ch"
 
 VALID_LABEL_PATTERN = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
-valid_labels = st.from_regex(VALID_LABEL_PATTERN, fullmatch=True)
+valid_labels = st.from_regex(VALID_LABEL_PATTERN, fullmatch=True).filter(
+    lambda label: LOAD_MARKER not in label
+)
 
 LABEL_POOL = ("app", "web", "db-1", "x9", "a-very-long-alias-name")
 """Few labels, so that servers collide on them; the longest decides the smallest usable max_length."""

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from landb_strategies import DOMAIN, valid_labels
 
 from landb_webhook.landb.names import (
+    LOAD_MARKER,
     MAX_LABEL_LENGTH,
     InvalidName,
     LoadToken,
@@ -20,11 +21,21 @@ from landb_webhook.landb.names import (
 )
 
 domains = st.sampled_from((DOMAIN, "example.org"))
-short_labels = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,25}[a-z0-9])?", fullmatch=True)
+short_labels = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,25}[a-z0-9])?", fullmatch=True).filter(
+    lambda label: LOAD_MARKER not in label
+)
 """Short enough that adding a character or two cannot break the length rule instead of the one tested."""
 too_long_labels = st.from_regex(r"[a-z0-9][a-z0-9-]{62,90}[a-z0-9]", fullmatch=True)
 indices = st.integers(0, 10**6)
-REFUSAL_KINDS = {"empty", "too_long", "invalid_characters", "other_zone", "wildcard", "multi_label"}
+REFUSAL_KINDS = {
+    "empty",
+    "too_long",
+    "invalid_characters",
+    "other_zone",
+    "wildcard",
+    "multi_label",
+    "load_marker",
+}
 """The fixed words metrics label refusals with (never the input: it would explode label cardinality)."""
 NOT_LABEL_CHARACTERS = "_!@#$%^&()+=~/\\'\" ,;:"
 
@@ -108,6 +119,20 @@ def test_labels_starting_or_ending_with_a_hyphen_are_refused(label: str, where: 
     with pytest.raises(InvalidName, match="neither start nor end with '-'") as refused:
         label_for(f"{name}.cern.ch", DOMAIN)
     assert refused.value.kind == "invalid_characters"
+
+
+@given(short_labels, indices, st.one_of(st.just(""), short_labels), st.booleans())
+@example("x", 7, "", False)
+def test_a_label_holding_a_load_suffix_is_refused_not_written_with_a_second_one(
+    head: str, index: int, tail: str, upper: bool
+) -> None:
+    """``x--load-7.cern.ch`` would be written as ``x--load-7--load-0-``: which suffix LanDB reads is a
+    guess."""
+    marker = LOAD_MARKER.upper() if upper else LOAD_MARKER
+    label = f"{head}{marker}{index}{'-' + tail if tail else ''}"
+    with pytest.raises(InvalidName, match=re.escape("load-balancing suffix")) as refused:
+        label_for(f"{label}.cern.ch", DOMAIN)
+    assert refused.value.kind == "load_marker"
 
 
 @given(too_long_labels)

@@ -51,7 +51,6 @@ class Stack:
     settings: Settings
 
     def close(self) -> None:
-        self.provider.close()
         self.nodes.stop()
         self.ownership.stop()
         self.servers.close()

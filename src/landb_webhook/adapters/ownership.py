@@ -344,27 +344,37 @@ class ConfigMapOwnershipStore:
     def _plan(
         self, shards: Sequence[_Shard], upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]
     ) -> list[tuple[_Shard, dict[str, str]]]:
-        """The ConfigMaps to write and their new data, in a safe order: those gaining records first."""
+        """The ConfigMaps to write and their new data, in a safe order: those gaining records first.
+
+        Each ConfigMap's size is summed once and then kept up to date entry by entry, so planning is
+        linear in the records (re-summing per record made 8,000 claims take 20 s).
+        """
         by_index = {shard.index: shard for shard in shards}
         data = {shard.index: dict(shard.data) for shard in shards}
+        sizes = {index: _size(entries) for index, entries in data.items()}
         holders: dict[str, list[int]] = defaultdict(list)
         for shard in shards:
             for key in shard.data:
                 holders[key].append(shard.index)
 
+        def take_out(key: str, index: int) -> None:
+            sizes[index] -= _entry_size(key, data[index].pop(key))
+
         upserted = {data_key(record): encode_record(record) for record in upserts}
         for key in {data_key(record) for record in deletes} - upserted.keys():
             for index in holders.pop(key, []):
-                del data[index][key]
+                take_out(key, index)
 
         gaining: set[int] = set()
         for key, value in upserted.items():
             held_in = holders.pop(key, [])
             for index in held_in:
-                del data[index][key]
+                take_out(key, index)
             home = held_in[-1] if held_in else None
-            target = self._place(data, key, value, home)
+            needed = _entry_size(key, value)
+            target = self._place(sizes, key, needed, home)
             data.setdefault(target, {})[key] = value
+            sizes[target] = sizes.get(target, 0) + needed
             if by_index.get(target) is None or by_index[target].data.get(key) != value:
                 gaining.add(target)
 
@@ -374,17 +384,17 @@ class ConfigMapOwnershipStore:
         ordered = sorted(changed, key=lambda index: (index not in gaining, index))
         return [(by_index.get(index) or _Shard(index, None), data[index]) for index in ordered]
 
-    def _place(self, data: Mapping[int, Mapping[str, str]], key: str, value: str, home: int | None) -> int:
-        """Where a record goes: its current ConfigMap if it still fits, else the first one above with room."""
-        needed = _entry_size(key, value)
+    def _place(self, sizes: Mapping[int, int], key: str, needed: int, home: int | None) -> int:
+        """Where a record of ``needed`` bytes goes: its current ConfigMap (``home``) if it still fits, else
+        the first one above with room; ``sizes`` are the ConfigMaps' sizes without it."""
         if needed > self._max_bytes:
             raise UpstreamError(
                 UPSTREAM, f"ownership record {key!r} is larger than one ConfigMap may hold", retryable=False
             )
-        if home is not None and _size(data[home]) + needed <= self._max_bytes:
+        if home is not None and sizes[home] + needed <= self._max_bytes:
             return home
         index = 0 if home is None else home + 1
-        while index in data and _size(data[index]) + needed > self._max_bytes:
+        while index in sizes and sizes[index] + needed > self._max_bytes:
             index += 1
         return index
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 MAX_LABEL_LENGTH = 63
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 _LOAD_TOKEN = re.compile(r"(?P<label>.+)--load-(?P<index>[0-9]+)-", re.IGNORECASE)
+LOAD_MARKER = "--load-"
 
 
 class InvalidName(ValueError):
@@ -39,6 +40,12 @@ def validate_label(label: str) -> str:
         raise InvalidName(
             f"label {label!r} must use only a-z, 0-9 and '-', and neither start nor end with '-'",
             "invalid_characters",
+        )
+    if LOAD_MARKER in label:
+        # Written as x--load-7--load-0-, a token LanDB and every reader would have to guess how to split.
+        raise InvalidName(
+            f"label {label!r} contains {LOAD_MARKER!r}, which LanDB reads as a load-balancing suffix",
+            "load_marker",
         )
     return label
 
