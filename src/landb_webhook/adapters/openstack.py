@@ -19,7 +19,10 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   could not finish before the webhook's reply deadline (or ``budget`` seconds, outside a webhook
   call). Retrying is safe: a merge POST sets the same values again, a DELETE of a gone key is done.
 - Expired tokens are keystoneauth's job: it re-authenticates before a token expires and once
-  more on a 401, so no code here handles tokens.
+  more on a 401, so no code here handles tokens. It does so under a lock that is swapped for an
+  adapters.authlock.AuthenticationLock: a 401 on Keystone's version document used to leave a thread
+  waiting on it for good; now no call waits on it past its deadline, and a connection whose holder is
+  stuck is replaced.
 - Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
   name; the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
 """
@@ -46,6 +49,7 @@ import structlog
 from keystoneauth1 import exceptions as ksa_exceptions
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.authlock import AuthenticationBusy, AuthenticationLock
 from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
 from landb_webhook.config import Settings
 from landb_webhook.deadline import reply_deadline
@@ -71,6 +75,11 @@ _HTTP_UNAUTHORIZED = 401
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_REQUEST_TIMEOUT = 408
 _HTTP_CREDENTIALS_REFUSED = (401, 403)
+
+AUTHENTICATION_REQUESTS = 3
+"""Requests one authentication makes at most (version document, again with a token, token): held longer
+than this many timeouts, keystoneauth's lock is held by a thread that is not coming back."""
+_PLAIN_LOCK = type(threading.Lock())
 
 FAILURE_WINDOW = 300.0
 """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
@@ -296,7 +305,43 @@ class OpenStackServerStore:
                 else:
                     self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout, **self._tls)
                 _warn_if_unverified(self._conn)
+                self._guard_authentication(self._conn)
             return self._conn
+
+    def _guard_authentication(self, conn: openstack.connection.Connection) -> None:
+        """Put an AuthenticationLock in place of the auth plugin's own lock (adapters.authlock)."""
+        plugin = conn.session.auth
+        if not isinstance(getattr(plugin, "_lock", None), _PLAIN_LOCK):
+            log.warning(
+                "keystoneauth's plugin lock not found: a 401 on Keystone's version document may block "
+                "authentication until the process is restarted",
+                plugin=type(plugin).__name__,
+            )
+            return
+        # keystoneauth's own attribute: the guard tests fail if a release renames or drops it.
+        setattr(  # noqa: B010
+            plugin,
+            "_lock",
+            AuthenticationLock(
+                self._budget, wedged_after=AUTHENTICATION_REQUESTS * self._timeout, clock=self._clock
+            ),
+        )
+
+    def _forget_if_wedged(self, conn: openstack.connection.Connection) -> None:
+        """Drop ``conn`` when its authentication has been held longer than any real one takes: the next
+        attempt connects afresh instead of queueing behind a thread that will not come back."""
+        lock = getattr(conn.session.auth, "_lock", None)
+        if not isinstance(lock, AuthenticationLock) or not lock.wedged():
+            return
+        with self._lock:
+            if self._conn is not conn:
+                return
+            self._conn = None
+        log.error(
+            "keystone authentication stuck; connecting afresh",
+            held_for_seconds=round(lock.held_for() or 0.0, 1),
+            hint="a thread is blocked inside keystoneauth; if this repeats, restart the process",
+        )
 
     def unavailable(self) -> str | None:
         """Why OpenStack cannot be used, if the last call failed within the failure window; else None.
@@ -350,16 +395,21 @@ class OpenStackServerStore:
         started = self._clock()
         # Authenticating first (a no-op while the cached token is fresh) tells Keystone failures
         # apart from Nova failures, which otherwise surface as the same keystoneauth exceptions.
+        conn = None
         try:
             conn = self._connection()
             conn.session.get_token()
         except Exception as exc:
+            if isinstance(exc, AuthenticationBusy) and conn is not None:
+                self._forget_if_wedged(conn)
             error = upstream_error(exc, KEYSTONE, action)
             self._observe(api, started, exc, error)
             raise error from exc
         try:
             result = operation(conn)
         except Exception as exc:
+            if isinstance(exc, AuthenticationBusy):
+                self._forget_if_wedged(conn)
             error = upstream_error(exc, NOVA, action)
             self._observe(api, started, exc, error)
             raise error from exc
@@ -524,6 +574,8 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
         upstream = KEYSTONE
         reason = f"HTTP {exc.http_status} {_one_line(exc.message or '')}"
         retryable = _retryable_status(exc.http_status)
+    elif isinstance(exc, AuthenticationBusy):
+        upstream, reason, retryable = KEYSTONE, f"authentication busy: {exc}", True
     elif isinstance(exc, ksa_exceptions.SSLError):
         reason = f"TLS failure: {_one_line(str(exc))}"
     elif isinstance(exc, ksa_exceptions.ConnectTimeout):
