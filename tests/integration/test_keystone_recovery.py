@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from e2e.e2e_support import WebhookProcess, http_get
 from landb_webhook.adapters.authlock import AuthenticationLock
 from landb_webhook.adapters.openstack import AUTHENTICATION_REQUESTS, OpenStackServerStore
 from landb_webhook.deadline import answering_by
 from landb_webhook.ports import UpstreamError
+from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.fake_time import FakeTime
 
 VERSION_DOCUMENT = r"^/identity/v3/?$"
@@ -151,3 +154,43 @@ def test_a_connection_whose_authentication_is_stuck_is_replaced(
     finally:
         release.set()
         holder.join(BOUND)
+
+
+# -- the running service ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> Iterator[WebhookProcess]:
+    """``landb-webhook serve`` from a cold start: no Keystone request made yet."""
+    seed_cluster(simulator.state, ingress_nodes=2, workers=1)
+    process = WebhookProcess(
+        {
+            "OS_CLIENT_CONFIG_FILE": str(sim_clients.clouds_yaml),
+            "LANDB_OS_CLOUD": sim_clients.cloud_name,
+            "LANDB_KUBECONFIG": str(sim_clients.kubeconfig),
+            "LANDB_OWNERSHIP_NAMESPACE": "default",
+            "LANDB_REQUEST_TIMEOUT": "5",
+            "LANDB_UPSTREAM_TIMEOUT": "2",
+        },
+        tmp_path / "webhook.log",
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+def test_serve_recovers_by_itself_once_keystone_answers_again(
+    simulator: Simulator, webhook: WebhookProcess
+) -> None:
+    state = simulator.state
+    fault = state.inject_fault(
+        api="keystone", method="GET", path_pattern=VERSION_DOCUMENT, status=401, times=None
+    )
+    for _ in range(3):
+        asked = len(state.api_calls("keystone"))
+        assert http_get(webhook.api_port, "/records")[0] == 503
+        assert len(state.api_calls("keystone")) > asked  # Keystone is asked again each time: not wedged
+        assert http_get(webhook.health_port, "/healthz")[0] == 200  # failing in time is not a stall
+    assert fault.hits >= 3
+    state.clear_faults()
+    assert http_get(webhook.api_port, "/records")[0] == 200  # the first Records after Keystone is back
