@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from e2e.e2e_support import WebhookProcess, http_get
+from e2e.e2e_support import WebhookProcess, http_get, simulator_settings
 from landb_webhook.simulator import Simulator, seed_cluster
 
 VERSION_DOCUMENT = r"^/identity/v3/?$"
@@ -30,12 +30,7 @@ def one_run(workdir: Path, fault_seconds: float) -> tuple[float, int]:
         seed_cluster(simulator.state, ingress_nodes=2, workers=1)
         clients = simulator.write_client_config(workdir / "clients")
         webhook = WebhookProcess(
-            {
-                "OS_CLIENT_CONFIG_FILE": str(clients.clouds_yaml),
-                "LANDB_OS_CLOUD": clients.cloud_name,
-                "LANDB_KUBECONFIG": str(clients.kubeconfig),
-                "LANDB_OWNERSHIP_NAMESPACE": "default",
-            },
+            simulator_settings(clients),
             workdir / "webhook.log",
         )
         webhook.start()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from e2e.e2e_support import WebhookProcess, http_get
+from e2e.e2e_support import WebhookProcess, http_get, simulator_settings
 from landb_webhook.adapters.authlock import AuthenticationLock
 from landb_webhook.adapters.openstack import AUTHENTICATION_REQUESTS, OpenStackServerStore
 from landb_webhook.deadline import answering_by
@@ -164,14 +164,7 @@ def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> 
     """``landb-webhook serve`` from a cold start: no Keystone request made yet."""
     seed_cluster(simulator.state, ingress_nodes=2, workers=1)
     process = WebhookProcess(
-        {
-            "OS_CLIENT_CONFIG_FILE": str(sim_clients.clouds_yaml),
-            "LANDB_OS_CLOUD": sim_clients.cloud_name,
-            "LANDB_KUBECONFIG": str(sim_clients.kubeconfig),
-            "LANDB_OWNERSHIP_NAMESPACE": "default",
-            "LANDB_REQUEST_TIMEOUT": "5",
-            "LANDB_UPSTREAM_TIMEOUT": "2",
-        },
+        simulator_settings(sim_clients, LANDB_REQUEST_TIMEOUT="5", LANDB_UPSTREAM_TIMEOUT="2"),
         tmp_path / "webhook.log",
     )
     process.start()
