@@ -53,6 +53,7 @@ from landb_webhook.adapters.authlock import AuthenticationBusy, AuthenticationLo
 from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
 from landb_webhook.config import Settings
 from landb_webhook.deadline import reply_deadline
+from landb_webhook.logs import is_secret_key, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server, UpstreamError
 
@@ -71,6 +72,8 @@ _SERVER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
 _NAME_FILTER_OVERHEAD = len(quote_plus("^()$"))
 _NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
 _MAX_REASON_LENGTH = 300
+_MAX_NOVA_MESSAGE_LENGTH = 160
+_REQUEST_ID = re.compile(r"req-[0-9a-f-]{1,64}")
 _HTTP_UNAUTHORIZED = 401
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_REQUEST_TIMEOUT = 408
@@ -160,6 +163,24 @@ class OpenStackServerStore:
             budget=settings.request_timeout,
             **injected,
         )
+
+    def secret_values(self) -> list[str]:
+        """The configured credentials (password, application credential secret, token), read from the
+        configuration without any remote call, for logs.register_secrets; [] if it cannot be read (the
+        first call will say why)."""
+        try:
+            if self._cloud_conf is not None:
+                auth = cloudconf.connection_options(self._cloud_conf).get("auth", {})
+            else:
+                files = [str(self._clouds_yaml)] if self._clouds_yaml is not None else None
+                loader = openstack.config.OpenStackConfig(
+                    config_files=files, load_envvars=self._clouds_yaml is None
+                )
+                auth = loader.get_one(cloud=self._cloud).config.get("auth", {})
+        except Exception as error:
+            log.debug("OpenStack credentials not read for redaction", error=type(error).__name__)
+            return []
+        return [str(value) for key, value in auth.items() if value and is_secret_key(key)]
 
     def close(self) -> None:
         with self._lock:
@@ -558,21 +579,24 @@ def _check_server_id(server_id: str) -> None:
 
 
 def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamError:
-    """Map an openstacksdk / keystoneauth exception to an UpstreamError without request bodies.
+    """Map an openstacksdk / keystoneauth exception to an UpstreamError that carries no upstream body.
 
-    ``upstream`` is the service being called when the exception happened; errors that can only
-    come from authentication are reported as Keystone's whatever the phase.
+    It says the action, the status and the request id; of a Nova error body only the ``message`` of
+    its one known form (``{"badRequest": {"message": ...}}``), short and redacted, since it tells an
+    operator what to fix ("Instance ... is locked"). Texts that may quote a reply (a version discovery
+    failure, an unknown exception) are reduced to their kind. ``upstream`` is the service being called
+    when the exception happened; errors that can only come from authentication are Keystone's.
     """
     if isinstance(exc, UpstreamError):
         return exc
     retryable = False
     if isinstance(exc, sdk_exceptions.HttpException):
         status = exc.status_code or 0
-        reason = f"HTTP {status} {_one_line(exc.details or '')}"
+        reason = f"HTTP {status}{_nova_message(exc.response)}{_request_id(exc.request_id)}"
         retryable = _retryable_status(status)
     elif isinstance(exc, ksa_exceptions.HttpError):
         upstream = KEYSTONE
-        reason = f"HTTP {exc.http_status} {_one_line(exc.message or '')}"
+        reason = f"HTTP {exc.http_status} {type(exc).__name__}{_request_id(exc.request_id)}"
         retryable = _retryable_status(exc.http_status)
     elif isinstance(exc, AuthenticationBusy):
         upstream, reason, retryable = KEYSTONE, f"authentication busy: {exc}", True
@@ -583,7 +607,7 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     elif isinstance(exc, ksa_exceptions.ConnectionError):
         reason, retryable = f"connection failed: {_one_line(str(exc))}", True
     elif isinstance(exc, ksa_exceptions.DiscoveryFailure):
-        reason, retryable = f"version discovery failed: {_one_line(str(exc))}", True
+        reason, retryable = "version discovery failed (Keystone's version document: check auth_url)", True
     elif isinstance(
         exc,
         ksa_exceptions.AuthorizationFailure
@@ -594,10 +618,30 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
         upstream = KEYSTONE
         reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
     elif isinstance(exc, sdk_exceptions.InvalidResponse):
-        reason, retryable = f"invalid response: {_one_line(str(exc))}", True
+        reason, retryable = "invalid response", True
     else:
-        reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
+        reason = type(exc).__name__
     return UpstreamError(upstream, f"{action}: {reason}".strip()[:_MAX_REASON_LENGTH], retryable=retryable)
+
+
+def _nova_message(response: Any) -> str:
+    """``": <message>"`` of Nova's error body (``{"<fault>": {"code": N, "message": "..."}}``), short and
+    redacted; "" for any other body."""
+    try:
+        body = response.json() if response is not None else None
+    except ValueError:
+        return ""
+    if not isinstance(body, dict) or len(body) != 1:
+        return ""
+    [fault] = body.values()
+    message = fault.get("message") if isinstance(fault, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    return f": {redact_text(_one_line(message))[:_MAX_NOVA_MESSAGE_LENGTH]}"
+
+
+def _request_id(request_id: str | None) -> str:
+    return f" (request {request_id})" if request_id and _REQUEST_ID.fullmatch(request_id) else ""
 
 
 def _about_one_request(exc: BaseException | None) -> bool:
