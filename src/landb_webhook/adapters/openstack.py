@@ -73,6 +73,7 @@ _NAME_FILTER_OVERHEAD = len(quote_plus("^()$"))
 _NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
 _MAX_REASON_LENGTH = 300
 _MAX_NOVA_MESSAGE_LENGTH = 160
+_MAX_CAUSES = 5
 _REQUEST_ID = re.compile(r"req-[0-9a-f-]{1,64}")
 _HTTP_UNAUTHORIZED = 401
 _HTTP_TOO_MANY_REQUESTS = 429
@@ -607,7 +608,7 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     elif isinstance(exc, ksa_exceptions.ConnectionError):
         reason, retryable = f"connection failed: {_one_line(str(exc))}", True
     elif isinstance(exc, ksa_exceptions.DiscoveryFailure):
-        reason, retryable = "version discovery failed (Keystone's version document: check auth_url)", True
+        reason, retryable = f"version discovery failed: {_discovery_failure_cause(exc, upstream)}", True
     elif isinstance(
         exc,
         ksa_exceptions.AuthorizationFailure
@@ -622,6 +623,19 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     else:
         reason = type(exc).__name__
     return UpstreamError(upstream, f"{action}: {reason}".strip()[:_MAX_REASON_LENGTH], retryable=retryable)
+
+
+def _discovery_failure_cause(exc: BaseException, upstream: str) -> str:
+    """What made version discovery fail (a TLS failure, a 401...), mapped like any error: keystoneauth
+    raises its DiscoveryFailure while handling it, and quotes it, reply text included, in its message."""
+    cause: BaseException | None = exc
+    for _ in range(_MAX_CAUSES):
+        cause = cause.__cause__ or cause.__context__ if cause is not None else None
+        if cause is None:
+            break
+        if not isinstance(cause, ksa_exceptions.DiscoveryFailure):
+            return upstream_error(cause, upstream, "").reason.removeprefix(":").strip()
+    return "no usable version document (check auth_url)"
 
 
 def _nova_message(response: Any) -> str:
