@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.kubeclient import secret_values as kube_secret_values
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.lease import LeaseElector
@@ -17,6 +18,7 @@ from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.config import SettingError, Settings
+from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore, UpstreamError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions, RemovalGuard
@@ -98,6 +100,7 @@ def build_ports(
         raise SettingError("kubeconfig", f"no usable Kubernetes configuration ({where}): {error}") from None
     nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
     servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
+    register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
     ownership: OwnershipStore
     if settings.ownership_store == "configmap":
         ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)

@@ -35,6 +35,7 @@ from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, va
 from landb_webhook.provider.status import read_status
 from landb_webhook.report import adoption_text, status_json, status_table
 from landb_webhook.webhook.app import create_api_app, create_health_app
+from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
@@ -292,11 +293,17 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         health_listener.close()
         return EXIT_CANNOT_START
     closeable: _Closeable = resources
+    progress = CallProgress(STALL_AFTER_DEADLINES * settings.request_timeout)
     try:
         servers = HttpServers(
             [
-                (create_api_app(provider, metrics, request_timeout=settings.request_timeout), api_listener),
-                (create_health_app(provider, metrics), health_listener),
+                (
+                    create_api_app(
+                        provider, metrics, request_timeout=settings.request_timeout, progress=progress
+                    ),
+                    api_listener,
+                ),
+                (create_health_app(provider, metrics, progress=progress), health_listener),
             ],
             graceful_timeout=math.ceil(settings.request_timeout) + 2,
         )

@@ -3,6 +3,12 @@
 Call :func:`configure_logging` once at start-up. Our loggers (``landb_webhook.*``) log at the configured
 level; libraries (uvicorn, openstacksdk, keystoneauth, kubernetes, urllib3) only from WARNING unless the
 level is ``debug``. Every line, ours or a library's, passes :func:`redact_secrets` last before rendering.
+
+Patterns recognise a secret by its surroundings (``password=``, ``X-Auth-Token:``, ``Bearer``, a token's
+shape); an upstream body that echoes a bare password has none. So the configured credentials are also
+redacted by value: :func:`register_secrets` is called once at start-up with them (app.build_ports), and
+every text logged or answered is scrubbed of them. Response bodies keystoneauth logs at debug
+(``RESP BODY:``) are omitted whole: an upstream body is never a log line.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import itertools
 import logging
 import re
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Literal, TextIO
 
 import structlog
@@ -48,6 +54,26 @@ _SECRET_SHAPES = (
     re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"),  # JWT (Kubernetes service account token)
 )
 _URL_PASSWORD = re.compile(r"(?P<prefix>://[^/\s:@]+:)[^/\s@]+@")
+_SCHEME_VALUE = re.compile(
+    # `token abc...`, `Bearer abc...` without a separator: only a credential-sized value, so that prose
+    # ("token of", a landb `app--load-3-` token) stays readable.
+    r"(?i)\b(?P<scheme>bearer|basic|negotiate|token)\s+(?P<value>(?![\w.~+/=-]*--load-)[\w.~+/=-]{16,})"
+)
+_SCHEME_WORDS = ("bearer", "basic", "negotiate", "token")
+MIN_SECRET_LENGTH = 4
+"""Registered values shorter than this are not searched for: they would blank ordinary words."""
+_BODY_MARK = "RESP BODY:"
+OMITTED_BODY = "[upstream body omitted]"
+
+
+class _SecretValues:
+    """The registered secrets, and one pattern finding any of them (longest first)."""
+
+    values: frozenset[str] = frozenset()
+    pattern: re.Pattern[str] | None = None
+
+
+_secret_values = _SecretValues()
 _SECRET_MARKS = (":", "=", "gAAAAA", "eyJ")
 """Every form above contains one of these: a text holding none (alias values, names) has nothing to hide,
 and skipping the scans matters: an apply logs every value it writes, thousands of characters per server."""
@@ -74,15 +100,48 @@ def _redact_assignment(match: re.Match[str]) -> str:
     return f"{match['key']}{match['sep']}{match['scheme'] or ''}{REDACTED}"
 
 
+def register_secrets(values: Iterable[str | None]) -> None:
+    """From now on, redact these values wherever they appear (the configured credentials: passwords,
+    application credential secrets, tokens, the Kubernetes bearer token). Replaces what was registered."""
+    kept = frozenset(value for value in values if value and len(value) >= MIN_SECRET_LENGTH)
+    longest_first = sorted(kept, key=len, reverse=True)
+    _secret_values.values = kept
+    _secret_values.pattern = re.compile("|".join(map(re.escape, longest_first))) if kept else None
+
+
+def registered_secrets() -> frozenset[str]:
+    return _secret_values.values
+
+
+def _redact_registered(text: str) -> str:
+    # `in` first: a substring search is far cheaper than the pattern's alternation, and usually fails.
+    pattern = _secret_values.pattern
+    if pattern is None or not any(value in text for value in _secret_values.values):
+        return text
+    return pattern.sub(REDACTED, text)
+
+
+def _may_hold_scheme_value(text: str) -> bool:
+    """Whether ``_SCHEME_VALUE`` can match: its case-insensitive scan costs ~40 times a lower-cased search."""
+    lowered = text.lower()
+    return any(word in lowered for word in _SCHEME_WORDS)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with every secret-looking value replaced by ``[REDACTED]``."""
-    if not any(mark in text for mark in _SECRET_MARKS):
+    """``text`` with every registered secret and every secret-looking value replaced by ``[REDACTED]``."""
+    text = _redact_registered(text)
+    if not any(mark in text for mark in _SECRET_MARKS) and not (
+        _may_hold_scheme_value(text) and _SCHEME_VALUE.search(text)
+    ):
         return text
     return redact_every_form(text)
 
 
 def redact_every_form(text: str) -> str:
     """``redact_text`` without its shortcut: every secret form looked for in ``text``."""
+    text = _redact_registered(text)
+    if _may_hold_scheme_value(text):
+        text = _SCHEME_VALUE.sub(lambda match: f"{match['scheme']} {REDACTED}", text)
     text = _KEY_VALUE.sub(_redact_assignment, text)
     for shape in _SECRET_SHAPES:
         text = shape.sub(REDACTED, text)
@@ -103,6 +162,14 @@ def _redact(value: Any) -> Any:
             return [items[0], REDACTED]  # a (name, value) header pair
         return [_redact(item) for item in items]
     return value
+
+
+def omit_upstream_bodies(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """structlog processor: a response body keystoneauth logs at debug keeps its mark, loses its text."""
+    event = event_dict.get("event")
+    if isinstance(event, str) and _BODY_MARK in event:
+        event_dict["event"] = f"{event[: event.index(_BODY_MARK) + len(_BODY_MARK)]} {OMITTED_BODY}"
+    return event_dict
 
 
 def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
@@ -155,6 +222,7 @@ def configure_logging(
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
+            omit_upstream_bodies,
             redact_secrets,
             renderer,
         ],
@@ -179,10 +247,12 @@ def get_logger(name: str) -> structlog.stdlib.BoundLogger:
 
 
 def reset_logging() -> None:
-    """Undo :func:`configure_logging`: structlog's defaults, no handler of ours (tests use it)."""
+    """Undo :func:`configure_logging` and :func:`register_secrets`: structlog's defaults, no handler of
+    ours, no registered secret (tests use it)."""
     root = logging.getLogger()
     for handler in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger(_OWN_LOGGER).setLevel(logging.NOTSET)
     structlog.reset_defaults()
+    register_secrets(())

@@ -117,6 +117,9 @@ class Metrics:
     last_successful_sync_timestamp_seconds: Gauge
     """Unix time of the last Records or ApplyChanges that fully succeeded: advances every external-dns loop
     while the webhook can do its job."""
+    provider_calls_in_flight: Gauge
+    """Webhook calls handed to a provider thread and not returned yet, those past their reply deadline
+    included: above 0 for minutes while nothing returns is the stall /healthz fails on."""
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None, *, process_metrics: bool = True) -> Metrics:
@@ -244,6 +247,11 @@ class Metrics:
             last_successful_sync_timestamp_seconds=Gauge(
                 f"{PREFIX}_last_successful_sync_timestamp_seconds",
                 "Unix time of the last Records or ApplyChanges that fully succeeded.",
+                registry=registry,
+            ),
+            provider_calls_in_flight=Gauge(
+                f"{PREFIX}_provider_calls_in_flight",
+                "Webhook calls running in a provider thread, those past their reply deadline included.",
                 registry=registry,
             ),
         )

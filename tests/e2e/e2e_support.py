@@ -330,6 +330,17 @@ def inherited_environment() -> dict[str, str]:
     }
 
 
+def simulator_settings(clients: Any, **extra: str) -> dict[str, str]:
+    """The environment a ``landb-webhook serve`` of the simulator ``clients`` describe runs with."""
+    return {
+        "OS_CLIENT_CONFIG_FILE": str(clients.clouds_yaml),
+        "LANDB_OS_CLOUD": clients.cloud_name,
+        "LANDB_KUBECONFIG": str(clients.kubeconfig),
+        "LANDB_OWNERSHIP_NAMESPACE": "default",
+        **extra,
+    }
+
+
 class WebhookProcess:
     """``landb-webhook serve`` configured through LANDB_* environment variables, logging to a file."""
 

@@ -157,3 +157,19 @@ def test_the_ca_file_verifies_keystone_and_nova_over_tls(simulator: Simulator, t
         trusted.close()
         untrusted.close()
     assert raised.value.upstream == "keystone" and "TLS" in raised.value.reason
+
+
+@pytest.mark.parametrize(
+    ("cloud", "secret"),
+    [("simulator-trust", "password"), ("simulator-appcred", "application_credential_secret")],
+)
+def test_the_secret_of_a_cloud_conf_or_a_clouds_yaml_is_known_for_redaction_without_a_remote_call(
+    simulator: Simulator, tmp_path: Path, cloud: str, secret: str
+) -> None:
+    config = simulator.write_client_config(tmp_path)
+    expected = yaml.safe_load(config.clouds_yaml.read_text())["clouds"][cloud]["auth"][secret]
+    from_conf = OpenStackServerStore(cloud_conf=cloud_conf_from(config, cloud, tmp_path / "cloud.conf"))
+    from_yaml = OpenStackServerStore(cloud, clouds_yaml=config.clouds_yaml)
+    assert from_conf.secret_values() == [expected]
+    assert from_yaml.secret_values() == [expected]
+    assert simulator.state.api_calls() == []

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from e2e.e2e_support import WebhookProcess, http_get, http_post
+from e2e.e2e_support import WebhookProcess, http_get, http_post, simulator_settings
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
@@ -131,16 +131,13 @@ def test_the_api_listener_binds_loopback_by_default() -> None:
 def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> Iterator[WebhookProcess]:
     seed_cluster(simulator.state, ingress_nodes=2, workers=1)
     process = WebhookProcess(
-        {
-            "OS_CLIENT_CONFIG_FILE": str(sim_clients.clouds_yaml),
-            "LANDB_OS_CLOUD": sim_clients.cloud_name,
-            "LANDB_KUBECONFIG": str(sim_clients.kubeconfig),
-            "LANDB_OWNERSHIP_NAMESPACE": "default",
-            "LANDB_LOG_LEVEL": "debug",  # every library's request logging included
-            "LANDB_LOG_FORMAT": "json",
-            "LANDB_REQUEST_TIMEOUT": "5",
-            "LANDB_UPSTREAM_TIMEOUT": "2",
-        },
+        simulator_settings(
+            sim_clients,
+            LANDB_LOG_LEVEL="debug",  # every library's request logging included
+            LANDB_LOG_FORMAT="json",
+            LANDB_REQUEST_TIMEOUT="5",
+            LANDB_UPSTREAM_TIMEOUT="2",
+        ),
         tmp_path / "webhook.log",
     )
     process.start()
@@ -165,7 +162,27 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
             bodies.append(body)
         issued.update(state.identity._tokens)
 
+    credentials = state.credentials
+    loop("first")
+    issued_token = next(iter(state.identity._tokens))
+    # Upstream bodies that echo secrets: a bare configured value, `token <v>`, `bearer <v>`.
+    # (Only the webhook's own configured credentials can be known by value: it logs in with the password.)
+    echoes = f"{credentials.password} token {issued_token} bearer {credentials.kubernetes_token}"
     faults: list[dict[str, Any]] = [
+        {
+            "api": "nova",
+            "method": "POST",
+            "status": 400,
+            "body": {"badRequest": {"code": 400, "message": echoes}},
+        },
+        {"api": "nova", "status": 500, "body": f"proxy error: {echoes}"},
+        {"api": "keystone", "status": 401, "body": {"error": {"code": 401, "message": echoes}}},
+        {
+            "api": "kubernetes",
+            "path_pattern": "configmaps",
+            "status": 500,
+            "body": {"kind": "Status", "status": "Failure", "reason": "InternalError", "message": echoes},
+        },
         {"api": "keystone", "status": 500},
         {"api": "keystone", "status": 401},
         {"api": "nova", "status": 500},
@@ -175,7 +192,6 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
         {"api": "kubernetes", "path_pattern": "configmaps", "status": 403},
         {"api": "kubernetes", "path_pattern": "leases", "status": 401},
     ]
-    loop("first")
     for number, fault in enumerate(faults):
         state.expire_tokens()  # every round authenticates again: the password crosses the wire each time
         state.inject_fault(times=None, **fault)
@@ -185,7 +201,6 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
     webhook.stop()
 
     assert 503 in statuses and 204 in statuses  # the faults were felt, and the webhook recovered
-    credentials = state.credentials
     secrets = {
         "password": credentials.password,
         "reader password": credentials.reader_password,
@@ -200,6 +215,8 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
         assert secret not in log, f"the {what} is in the log"
         for body in bodies:
             assert secret.encode() not in body, f"the {what} is in a reply: {body!r}"
+    assert "RESP BODY: [upstream body omitted]" in log  # keystoneauth's debug lines were there, bodies gone
+    assert "proxy error" not in log and all(b"proxy error" not in body for body in bodies)
     errors = [reply["error"] for body in bodies if body and isinstance(reply := json.loads(body), dict)]
     assert any("keystone" in error for error in errors)
     assert any("kubernetes" in error or "lease" in error for error in errors)

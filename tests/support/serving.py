@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import WebhookProvider
 from landb_webhook.webhook.app import ProviderCalls, create_api_app, create_health_app
+from landb_webhook.webhook.liveness import CallProgress
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 
 WAIT = 5.0
@@ -44,15 +45,16 @@ def serving(
     request_timeout: float = WAIT,
     metrics: Metrics | None = None,
     client_timeout: float = WAIT,
+    progress: CallProgress | None = None,
 ) -> Iterator[Webhook]:
-    """Both apps on real sockets, served by uvicorn from a background thread's event loop."""
+    """Both apps on real sockets, served by uvicorn from a background thread's event loop; /healthz judges
+    the API's calls as ``serve`` wires it (``progress``: the API's own unless given)."""
     metrics = metrics if metrics is not None else Metrics.create(process_metrics=False)
     api_listener = bind_listener("127.0.0.1", 0)
     health_listener = bind_listener("127.0.0.1", 0)
-    api_app = create_api_app(provider, metrics, request_timeout=request_timeout)
-    servers = HttpServers(
-        [(api_app, api_listener), (create_health_app(provider, metrics), health_listener)], graceful_timeout=1
-    )
+    api_app = create_api_app(provider, metrics, request_timeout=request_timeout, progress=progress)
+    health_app = create_health_app(provider, metrics, progress=api_app.state.provider_calls.progress)
+    servers = HttpServers([(api_app, api_listener), (health_app, health_listener)], graceful_timeout=1)
     thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
     thread.start()
     # No waiting for start-up: the sockets already listen, connections queue until uvicorn accepts them.

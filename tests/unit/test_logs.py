@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from landb_webhook.logs import (
+    OMITTED_BODY,
+    REDACTED,
     LogFormat,
     LogLevel,
     configure_logging,
@@ -19,6 +21,8 @@ from landb_webhook.logs import (
     is_secret_key,
     redact_every_form,
     redact_text,
+    register_secrets,
+    registered_secrets,
     reset_logging,
 )
 
@@ -216,3 +220,77 @@ _SECRETISH = st.sampled_from(
 @given(st.lists(st.one_of(_SECRETISH, st.text(max_size=12)), max_size=12).map("".join))
 def test_the_shortcut_for_texts_without_a_secret_mark_redacts_exactly_as_the_full_scan(text: str) -> None:
     assert redact_text(text) == redact_every_form(text)
+
+
+# -- secrets by value, bare scheme values, upstream bodies -------------------------------------------------
+
+BARE_PASSWORD = "Zq7-plain-password-4u"
+BARE_SECRET = "appcred-secret-9f3k2m"
+KUBE_TOKEN = "k8s-sa-token-opaque-1234567890"
+
+
+def test_a_registered_secret_is_redacted_wherever_it_appears() -> None:
+    register_secrets([BARE_PASSWORD, BARE_SECRET, "", None, "abc"])
+    text = f'nova said: invalid value {BARE_PASSWORD}; also {BARE_SECRET}x and "{BARE_PASSWORD}"'
+    redacted = redact_text(text)
+    assert BARE_PASSWORD not in redacted and BARE_SECRET not in redacted
+    assert redacted.count(REDACTED) == 3
+    assert "abc" in redact_text("abc")  # too short to be searched for: it would blank ordinary words
+    assert registered_secrets() == {BARE_PASSWORD, BARE_SECRET}
+
+
+def test_registering_replaces_and_reset_forgets() -> None:
+    register_secrets([BARE_PASSWORD])
+    register_secrets([BARE_SECRET])
+    assert BARE_PASSWORD in redact_text(BARE_PASSWORD)
+    reset_logging()
+    assert redact_text(BARE_SECRET) == BARE_SECRET
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"upstream said: token {KUBE_TOKEN} is not valid",
+        f"Authorization failed for bearer {KUBE_TOKEN}",
+        f"TOKEN {KUBE_TOKEN}",
+        f"Bearer {KUBE_TOKEN}.",
+    ],
+)
+def test_a_scheme_followed_by_a_credential_sized_value_is_redacted(text: str) -> None:
+    assert KUBE_TOKEN not in redact_text(text)
+    assert REDACTED in redact_text(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token app--load-3- added to server-a",
+        "a token of ours for alias web",
+        "token short",
+        "the bearer of bad news",
+    ],
+)
+def test_prose_about_tokens_stays_readable(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("output_format", ["json", "console"])
+def test_no_registered_secret_nor_upstream_body_reaches_a_library_debug_line(
+    output_format: LogFormat,
+) -> None:
+    """keystoneauth's debug response lines, as it writes them: the body goes, the mark stays."""
+    stream = io.StringIO()
+    configure_logging("debug", output_format, stream=stream)
+    register_secrets([BARE_PASSWORD, KUBE_TOKEN])
+    library = logging.getLogger("keystoneauth.session")
+    library.debug("RESP BODY: %s", json.dumps({"error": {"message": f"password {BARE_PASSWORD} refused"}}))
+    library.debug('RESP BODY: {"echo": "token %s"}', KUBE_TOKEN)
+    library.debug(
+        "GET call to compute for http://nova/v2.1/servers used request id req-1 (%s)", BARE_PASSWORD
+    )
+    get_logger("landb_webhook.test").warning("upstream failed", reason=f"bearer {KUBE_TOKEN}")
+    output = stream.getvalue()
+    assert BARE_PASSWORD not in output and KUBE_TOKEN not in output
+    assert output.count(f"RESP BODY: {OMITTED_BODY}") == 2
+    assert "refused" not in output and "echo" not in output
+    assert "used request id req-1" in output

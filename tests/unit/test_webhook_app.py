@@ -11,7 +11,7 @@ import io
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import httpx
 import pytest
@@ -22,6 +22,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import Readiness, WebhookProvider
 from landb_webhook.webhook.app import create_api_app
+from landb_webhook.webhook.liveness import CallProgress
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
 from support.memory_provider import InMemoryProvider
@@ -427,6 +428,62 @@ def test_healthz_answers_while_the_provider_is_stuck(provider: UnreliableProvide
         assert webhook.health.get("/healthz").status_code == 200
         provider.release.set()
         stuck.join(WAIT)
+
+
+def test_healthz_fails_while_calls_are_stuck_and_nothing_returns_and_recovers_when_they_do(
+    provider: UnreliableProvider,
+) -> None:
+    """The liveness rule (webhook/liveness.py) on the wire, its window on a virtual clock: a stuck
+    apply alone is no stall while reads keep returning; once nothing returns, /healthz is 503."""
+    clock = ManualClock()
+    progress = CallProgress(60.0, clock=clock)
+    provider.stuck.add("apply_changes")
+    with serving(provider, request_timeout=0.2, progress=progress) as webhook:
+        assert webhook.api.post("/records", content=CREATE_FOO).status_code == 503  # past its deadline
+        assert provider.entered["apply_changes"].is_set()
+        clock.now += 61
+        assert webhook.api.get("/records").status_code == 200  # reads return: work goes on
+        assert webhook.health.get("/healthz").status_code == 200
+
+        clock.now += 61
+        stalled = webhook.health.get("/healthz")
+        assert stalled.status_code == 503
+        assert "1 webhook call(s) in flight" in stalled.text
+        assert "landb_webhook_provider_calls_in_flight 1.0" in webhook.health.get("/metrics").text
+
+        provider.release.set()
+        assert _eventually(lambda: progress.in_flight() == 0)
+        assert webhook.health.get("/healthz").status_code == 200
+
+
+def test_healthz_stays_up_while_the_upstream_fails_fast(provider: UnreliableProvider) -> None:
+    clock = ManualClock()
+    progress = CallProgress(60.0, clock=clock)
+    provider.outage = UpstreamError("nova", "HTTP 503")
+    with serving(provider, request_timeout=0.2, progress=progress) as webhook:
+        for _ in range(3):
+            assert webhook.api.get("/records").status_code == 503
+            clock.now += 61
+            assert webhook.health.get("/healthz").status_code == 200
+        assert progress.in_flight() == 0
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _eventually(condition: Callable[[], bool]) -> bool:
+    """True once ``condition()`` is (a done-callback runs in the worker thread), False after WAIT s."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_readyz_follows_the_provider_and_says_why(webhook: Webhook, provider: UnreliableProvider) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import traceback
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ log = structlog.get_logger(__name__)
 
 UPSTREAM = "kubernetes"
 _MAX_REASON_LENGTH = 200
+_STATUS_REASON = re.compile(r"[A-Z][A-Za-z]{1,63}")
+_AUDIT_ID = re.compile(r"[0-9a-f-]{8,64}")
 
 
 def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
@@ -45,6 +48,14 @@ def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+def secret_values(api_client: client.ApiClient) -> list[str]:
+    """The credentials ``api_client`` sends (its bearer token, a basic-auth password), for
+    logs.register_secrets."""
+    configuration = api_client.configuration
+    values = [str(value).split()[-1] for value in (configuration.api_key or {}).values() if value]
+    return [*values, *(value for value in (configuration.password,) if value)]
+
+
 def json_body(response: Any) -> Any:
     """The decoded body of a call made with ``_preload_content=False``, its connection given back."""
     try:
@@ -54,19 +65,24 @@ def json_body(response: Any) -> Any:
 
 
 def upstream_error(exc: BaseException, action: str) -> UpstreamError:
-    """Map a kubernetes-client or urllib3 failure to an UpstreamError; 4xx other than 429 is not retryable."""
+    """Map a kubernetes-client or urllib3 failure to an UpstreamError; 4xx other than 429 is not retryable.
+
+    The reason names the action, the status, the Status ``reason`` word (Forbidden, Conflict...) and the
+    API server's audit id, never the body: a proxy's or an API server's error text is not ours to echo.
+    """
     if isinstance(exc, UpstreamError):
         return exc
     if isinstance(exc, ApiException):
         release_failed_response(exc)
         status = exc.status or 0
-        message = _status_message(exc.body) or str(exc.reason or "")
-        reason = f"{action}: HTTP {status} {message}".strip() if status else f"{action}: {message}"
+        audit_id = str((exc.headers or {}).get("Audit-Id") or "")
+        audit = f" (audit id {audit_id})" if _AUDIT_ID.fullmatch(audit_id) else ""
+        reason = f"{action}: HTTP {status} {_status_reason(exc.body)}".strip() + audit
         retryable = status in {0, 429} or status >= 500
         return UpstreamError(UPSTREAM, reason[:_MAX_REASON_LENGTH], retryable=retryable)
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}", retryable=True)
-    return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}: {exc}"[:_MAX_REASON_LENGTH])
+    return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}"[:_MAX_REASON_LENGTH])
 
 
 def release_failed_response(exc: ApiException) -> None:
@@ -78,12 +94,13 @@ def release_failed_response(exc: ApiException) -> None:
     traceback.clear_frames(exc.__traceback__)
 
 
-def _status_message(body: object) -> str:
-    """The ``message`` of a Kubernetes Status body, if the body is one."""
+def _status_reason(body: object) -> str:
+    """The ``reason`` of a Kubernetes Status body (one CamelCase word), if the body is one."""
     if not isinstance(body, str | bytes) or not body:
         return ""
     try:
         decoded = json.loads(body)
     except ValueError:
         return ""
-    return str(decoded.get("message", "")) if isinstance(decoded, dict) else ""
+    reason = decoded.get("reason") if isinstance(decoded, dict) else None
+    return reason if isinstance(reason, str) and _STATUS_REASON.fullmatch(reason) else ""

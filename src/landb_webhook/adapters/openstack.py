@@ -19,7 +19,10 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   could not finish before the webhook's reply deadline (or ``budget`` seconds, outside a webhook
   call). Retrying is safe: a merge POST sets the same values again, a DELETE of a gone key is done.
 - Expired tokens are keystoneauth's job: it re-authenticates before a token expires and once
-  more on a 401, so no code here handles tokens.
+  more on a 401, so no code here handles tokens. It does so under a lock that is swapped for an
+  adapters.authlock.AuthenticationLock: a 401 on Keystone's version document used to leave a thread
+  waiting on it for good; now no call waits on it past its deadline, and a connection whose holder is
+  stuck is replaced.
 - Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
   name; the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
 """
@@ -46,9 +49,11 @@ import structlog
 from keystoneauth1 import exceptions as ksa_exceptions
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.authlock import AuthenticationBusy, AuthenticationLock
 from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
 from landb_webhook.config import Settings
 from landb_webhook.deadline import reply_deadline
+from landb_webhook.logs import is_secret_key, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server, UpstreamError
 
@@ -67,10 +72,18 @@ _SERVER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
 _NAME_FILTER_OVERHEAD = len(quote_plus("^()$"))
 _NAME_SEPARATOR_LENGTH = len(quote_plus("|"))
 _MAX_REASON_LENGTH = 300
+_MAX_NOVA_MESSAGE_LENGTH = 160
+_MAX_CAUSES = 5
+_REQUEST_ID = re.compile(r"req-[0-9a-f-]{1,64}")
 _HTTP_UNAUTHORIZED = 401
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_REQUEST_TIMEOUT = 408
 _HTTP_CREDENTIALS_REFUSED = (401, 403)
+
+AUTHENTICATION_REQUESTS = 3
+"""Requests one authentication makes at most (version document, again with a token, token): held longer
+than this many timeouts, keystoneauth's lock is held by a thread that is not coming back."""
+_PLAIN_LOCK = type(threading.Lock())
 
 FAILURE_WINDOW = 300.0
 """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
@@ -151,6 +164,24 @@ class OpenStackServerStore:
             budget=settings.request_timeout,
             **injected,
         )
+
+    def secret_values(self) -> list[str]:
+        """The configured credentials (password, application credential secret, token), read from the
+        configuration without any remote call, for logs.register_secrets; [] if it cannot be read (the
+        first call will say why)."""
+        try:
+            if self._cloud_conf is not None:
+                auth = cloudconf.connection_options(self._cloud_conf).get("auth", {})
+            else:
+                files = [str(self._clouds_yaml)] if self._clouds_yaml is not None else None
+                loader = openstack.config.OpenStackConfig(
+                    config_files=files, load_envvars=self._clouds_yaml is None
+                )
+                auth = loader.get_one(cloud=self._cloud).config.get("auth", {})
+        except Exception as error:
+            log.debug("OpenStack credentials not read for redaction", error=type(error).__name__)
+            return []
+        return [str(value) for key, value in auth.items() if value and is_secret_key(key)]
 
     def close(self) -> None:
         with self._lock:
@@ -296,7 +327,43 @@ class OpenStackServerStore:
                 else:
                     self._conn = openstack.connect(cloud=self._cloud, api_timeout=self._timeout, **self._tls)
                 _warn_if_unverified(self._conn)
+                self._guard_authentication(self._conn)
             return self._conn
+
+    def _guard_authentication(self, conn: openstack.connection.Connection) -> None:
+        """Put an AuthenticationLock in place of the auth plugin's own lock (adapters.authlock)."""
+        plugin = conn.session.auth
+        if not isinstance(getattr(plugin, "_lock", None), _PLAIN_LOCK):
+            log.warning(
+                "keystoneauth's plugin lock not found: a 401 on Keystone's version document may block "
+                "authentication until the process is restarted",
+                plugin=type(plugin).__name__,
+            )
+            return
+        # keystoneauth's own attribute: the guard tests fail if a release renames or drops it.
+        setattr(  # noqa: B010
+            plugin,
+            "_lock",
+            AuthenticationLock(
+                self._budget, wedged_after=AUTHENTICATION_REQUESTS * self._timeout, clock=self._clock
+            ),
+        )
+
+    def _forget_if_wedged(self, conn: openstack.connection.Connection) -> None:
+        """Drop ``conn`` when its authentication has been held longer than any real one takes: the next
+        attempt connects afresh instead of queueing behind a thread that will not come back."""
+        lock = getattr(conn.session.auth, "_lock", None)
+        if not isinstance(lock, AuthenticationLock) or not lock.wedged():
+            return
+        with self._lock:
+            if self._conn is not conn:
+                return
+            self._conn = None
+        log.error(
+            "keystone authentication stuck; connecting afresh",
+            held_for_seconds=round(lock.held_for() or 0.0, 1),
+            hint="a thread is blocked inside keystoneauth; if this repeats, restart the process",
+        )
 
     def unavailable(self) -> str | None:
         """Why OpenStack cannot be used, if the last call failed within the failure window; else None.
@@ -350,16 +417,21 @@ class OpenStackServerStore:
         started = self._clock()
         # Authenticating first (a no-op while the cached token is fresh) tells Keystone failures
         # apart from Nova failures, which otherwise surface as the same keystoneauth exceptions.
+        conn = None
         try:
             conn = self._connection()
             conn.session.get_token()
         except Exception as exc:
+            if isinstance(exc, AuthenticationBusy) and conn is not None:
+                self._forget_if_wedged(conn)
             error = upstream_error(exc, KEYSTONE, action)
             self._observe(api, started, exc, error)
             raise error from exc
         try:
             result = operation(conn)
         except Exception as exc:
+            if isinstance(exc, AuthenticationBusy):
+                self._forget_if_wedged(conn)
             error = upstream_error(exc, NOVA, action)
             self._observe(api, started, exc, error)
             raise error from exc
@@ -508,22 +580,27 @@ def _check_server_id(server_id: str) -> None:
 
 
 def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamError:
-    """Map an openstacksdk / keystoneauth exception to an UpstreamError without request bodies.
+    """Map an openstacksdk / keystoneauth exception to an UpstreamError that carries no upstream body.
 
-    ``upstream`` is the service being called when the exception happened; errors that can only
-    come from authentication are reported as Keystone's whatever the phase.
+    It says the action, the status and the request id; of a Nova error body only the ``message`` of
+    its one known form (``{"badRequest": {"message": ...}}``), short and redacted, since it tells an
+    operator what to fix ("Instance ... is locked"). Texts that may quote a reply (a version discovery
+    failure, an unknown exception) are reduced to their kind. ``upstream`` is the service being called
+    when the exception happened; errors that can only come from authentication are Keystone's.
     """
     if isinstance(exc, UpstreamError):
         return exc
     retryable = False
     if isinstance(exc, sdk_exceptions.HttpException):
         status = exc.status_code or 0
-        reason = f"HTTP {status} {_one_line(exc.details or '')}"
+        reason = f"HTTP {status}{_nova_message(exc.response)}{_request_id(exc.request_id)}"
         retryable = _retryable_status(status)
     elif isinstance(exc, ksa_exceptions.HttpError):
         upstream = KEYSTONE
-        reason = f"HTTP {exc.http_status} {_one_line(exc.message or '')}"
+        reason = f"HTTP {exc.http_status} {type(exc).__name__}{_request_id(exc.request_id)}"
         retryable = _retryable_status(exc.http_status)
+    elif isinstance(exc, AuthenticationBusy):
+        upstream, reason, retryable = KEYSTONE, f"authentication busy: {exc}", True
     elif isinstance(exc, ksa_exceptions.SSLError):
         reason = f"TLS failure: {_one_line(str(exc))}"
     elif isinstance(exc, ksa_exceptions.ConnectTimeout):
@@ -531,7 +608,7 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     elif isinstance(exc, ksa_exceptions.ConnectionError):
         reason, retryable = f"connection failed: {_one_line(str(exc))}", True
     elif isinstance(exc, ksa_exceptions.DiscoveryFailure):
-        reason, retryable = f"version discovery failed: {_one_line(str(exc))}", True
+        reason, retryable = f"version discovery failed: {_discovery_failure_cause(exc, upstream)}", True
     elif isinstance(
         exc,
         ksa_exceptions.AuthorizationFailure
@@ -542,10 +619,43 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
         upstream = KEYSTONE
         reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
     elif isinstance(exc, sdk_exceptions.InvalidResponse):
-        reason, retryable = f"invalid response: {_one_line(str(exc))}", True
+        reason, retryable = "invalid response", True
     else:
-        reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
+        reason = type(exc).__name__
     return UpstreamError(upstream, f"{action}: {reason}".strip()[:_MAX_REASON_LENGTH], retryable=retryable)
+
+
+def _discovery_failure_cause(exc: BaseException, upstream: str) -> str:
+    """What made version discovery fail (a TLS failure, a 401...), mapped like any error: keystoneauth
+    raises its DiscoveryFailure while handling it, and quotes it, reply text included, in its message."""
+    cause: BaseException | None = exc
+    for _ in range(_MAX_CAUSES):
+        cause = cause.__cause__ or cause.__context__ if cause is not None else None
+        if cause is None:
+            break
+        if not isinstance(cause, ksa_exceptions.DiscoveryFailure):
+            return upstream_error(cause, upstream, "").reason.removeprefix(":").strip()
+    return "no usable version document (check auth_url)"
+
+
+def _nova_message(response: Any) -> str:
+    """``": <message>"`` of Nova's error body (``{"<fault>": {"code": N, "message": "..."}}``), short and
+    redacted; "" for any other body."""
+    try:
+        body = response.json() if response is not None else None
+    except ValueError:
+        return ""
+    if not isinstance(body, dict) or len(body) != 1:
+        return ""
+    [fault] = body.values()
+    message = fault.get("message") if isinstance(fault, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    return f": {redact_text(_one_line(message))[:_MAX_NOVA_MESSAGE_LENGTH]}"
+
+
+def _request_id(request_id: str | None) -> str:
+    return f" (request {request_id})" if request_id and _REQUEST_ID.fullmatch(request_id) else ""
 
 
 def _about_one_request(exc: BaseException | None) -> bool:

@@ -39,6 +39,7 @@ from landb_webhook.logs import get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
+from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
     WireFormatError,
@@ -113,20 +114,29 @@ class ProviderCalls:
     is not done", so it cannot get stuck however the request that started it ended.
     """
 
-    def __init__(self, deadline: float, *, read_workers: int = READ_WORKERS) -> None:
+    def __init__(
+        self, deadline: float, *, read_workers: int = READ_WORKERS, progress: CallProgress | None = None
+    ) -> None:
         self.deadline = deadline
+        self.progress = progress or CallProgress(STALL_AFTER_DEADLINES * deadline)
+        """Every call handed to a thread, until it returns: what /healthz judges (webhook.liveness)."""
         self._readers = ThreadPoolExecutor(read_workers, thread_name_prefix="provider-read")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="provider-apply")
         self._last_apply: Future[None] | None = None
 
     async def read(self, call: Callable[..., T], *args: Any) -> T:
-        return await self._wait(self._readers.submit(self._by_deadline().run, call, *args))
+        return await self._wait(self._tracked(self._readers.submit(self._by_deadline().run, call, *args)))
 
     async def apply(self, call: Callable[[Changes], None], changes: Changes) -> None:
         if self._last_apply is not None and not self._last_apply.done():
             raise ApplyInProgress
-        self._last_apply = self._writer.submit(self._by_deadline().run, call, changes)
+        self._last_apply = self._tracked(self._writer.submit(self._by_deadline().run, call, changes))
         await self._wait(self._last_apply)
+
+    def _tracked(self, future: Future[T]) -> Future[T]:
+        call = self.progress.started()
+        future.add_done_callback(lambda done: self.progress.ended(call, returned=not done.cancelled()))
+        return future
 
     def _by_deadline(self) -> contextvars.Context:
         """The context the call runs in: upstream retries see when this reply is due (deadline.py)."""
@@ -281,13 +291,18 @@ class AccessLog:
 
 
 def create_api_app(
-    provider: WebhookProvider, metrics: Metrics, *, request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    provider: WebhookProvider,
+    metrics: Metrics,
+    *,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    progress: CallProgress | None = None,
 ) -> Starlette:
     """The webhook API external-dns calls (bind it to localhost: it has no authentication).
 
-    ``app.state.provider_calls`` is the :class:`ProviderCalls` running the provider's calls.
+    ``app.state.provider_calls`` is the :class:`ProviderCalls` running the provider's calls; they report
+    to ``progress``, which the health app's /healthz reads.
     """
-    calls = ProviderCalls(request_timeout)
+    calls = ProviderCalls(request_timeout, progress=progress)
 
     async def negotiate(request: Request) -> Response:
         # Answered from memory: external-dns gives up after ~5 tries in a few seconds at start-up.
@@ -343,10 +358,23 @@ def create_api_app(
     return _finish(app, metrics, API_ROUTES, quiet=False)
 
 
-def create_health_app(provider: WebhookProvider, metrics: Metrics) -> Starlette:
-    """/healthz (the event loop answers), /readyz (the provider can do its job), /metrics (Prometheus)."""
+def create_health_app(
+    provider: WebhookProvider, metrics: Metrics, *, progress: CallProgress | None = None
+) -> Starlette:
+    """/healthz (the event loop answers and, given the API's ``progress``, its calls are not stuck:
+    webhook.liveness), /readyz (the provider can do its job), /metrics (Prometheus)."""
+    if progress is not None:
+        metrics.provider_calls_in_flight.set_function(progress.in_flight)
 
     async def healthz(request: Request) -> Response:
+        stalled = progress.stalled() if progress is not None else None
+        if stalled is not None:
+            _log.error("liveness failed: webhook calls are stuck", reason=stalled, hint="restart the process")
+            return Response(
+                f"stalled: {stalled}\n".encode(),
+                status_code=503,
+                headers={"Content-Type": "text/plain; charset=utf-8"},
+            )
         return Response(b"ok\n", headers={"Content-Type": "text/plain; charset=utf-8"})
 
     async def readyz(request: Request) -> Response:
