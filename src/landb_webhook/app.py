@@ -73,6 +73,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             max_share=settings.max_removal_share,
             min_count=settings.max_removal_min_count,
             allow=settings.allow_mass_removal,
+            window_seconds=settings.removal_window,
         ),
     )
 

@@ -7,6 +7,7 @@ Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (tests
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -111,10 +112,12 @@ def make_cluster(
 ) -> Iterator[Any]:
     built: list[Resources] = []
 
-    def make(ingress_nodes: int = 3, workers: int = 1, **overrides: Any) -> Cluster:
+    def make(
+        ingress_nodes: int = 3, workers: int = 1, clock: Callable[[], float] = time.time, **overrides: Any
+    ) -> Cluster:
         nodes = seed_cluster(simulator.state, ingress_nodes=ingress_nodes, workers=workers)
         metrics = Metrics.create(process_metrics=False)
-        provider, resources = build_provider(settings_for(sim_clients, **overrides), metrics)
+        provider, resources = build_provider(settings_for(sim_clients, **overrides), metrics, clock=clock)
         built.append(resources)
         assert resources.nodes.wait_synced(5)
         return Cluster(simulator, provider, resources, metrics, nodes, eventually, lock_server)

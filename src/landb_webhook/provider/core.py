@@ -30,6 +30,7 @@ from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placeme
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
+from landb_webhook.provider.removals import DEFAULT_WINDOW_SECONDS, RemovalWindow
 from landb_webhook.provider.status import analyse
 
 log = structlog.get_logger(__name__)
@@ -39,17 +40,19 @@ ALIAS_RECORD_TYPES = frozenset({"A", "AAAA", "CNAME"})
 
 @dataclass(frozen=True)
 class RemovalGuard:
-    """How many aliases one apply may take off the air before it is refused as a likely mistake.
+    """How many aliases may go off the air within one window before an apply is refused as a likely mistake.
 
     A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
-    names at once; LanDB would publish that within 15 minutes. An apply withdrawing at least
-    ``min_count`` aliases and more than ``max_share`` of those currently published is refused whole
-    (nothing is written, additions included) unless ``allow`` is set.
+    names; LanDB would publish that within 15 minutes. An apply after which at least ``min_count``
+    owned aliases, and more than ``max_share`` of those published at the window's start, were withdrawn
+    within the last ``window_seconds`` is refused whole (nothing is written, additions included) unless
+    ``allow`` is set. What counts is worked out by provider.removals.RemovalWindow.
     """
 
     max_share: float = 0.5
     min_count: int = 5
     allow: bool = False
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
 
     def trips(self, withdrawn: int, published: int) -> bool:
         return not self.allow and withdrawn >= self.min_count and withdrawn > self.max_share * published
@@ -109,6 +112,8 @@ class LandbProvider:
         self._orphan_drops = BackgroundWork("landb-orphaned-claims")
         self._warned: set[tuple[str, str]] = set()
         self._departed = DepartedIndices()
+        self._removals = RemovalWindow(options.removal_guard.window_seconds)
+        """The applies of the last removal window, for the removal guard."""
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
 
@@ -282,7 +287,7 @@ class LandbProvider:
         refused += self._refuse_plain_alias_changes(plain_changes)
 
         placement = self._placement(inventory)
-        self._guard_removals(withdraw, placement.current)
+        self._guard_removals(withdraw, publish, placement.current)
         if publish and not placement.ingress:
             # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
             # to take every name off the air: refuse, loudly, rather than remove every alias.
@@ -375,27 +380,52 @@ class LandbProvider:
         log.warning("apply refused: another replica holds the writer lease", holder=holder)
         raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
 
-    def _guard_removals(self, withdraw: set[str], published: Mapping[str, Iterable[str]]) -> None:
-        """THE REMOVAL GUARD: refuse, before anything is written, an apply that withdraws too many aliases."""
+    def _guard_removals(
+        self, withdraw: set[str], publish: set[str], published: Mapping[str, Iterable[str]]
+    ) -> None:
+        """THE REMOVAL GUARD: refuse, before anything is written, an apply that withdraws too many aliases,
+        on its own or with the applies before it in the window (provider.removals); remember it if it
+        may go on."""
         guard = self._options.removal_guard
+        now = self._clock()
         going = sorted(label for label in withdraw if any(published.get(label, ())))
-        if not guard.trips(len(going), len(published)):
-            if going and guard.allow:
+        if guard.allow:
+            if going:
                 log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
+            self._removals = self._removals.cleared()
+            return
+        count = self._removals.count(now, len(published), going)
+        if guard.trips(len(going), len(published)):
+            withdrawn, base, earlier, within = len(going), len(published), 0, None
+        elif going and guard.trips(len(count.withdrawn), count.published_at_start):
+            withdrawn, base, earlier = len(count.withdrawn), count.published_at_start, count.earlier
+            within = _duration(guard.window_seconds)
+        else:
+            if not self._options.dry_run:
+                created = [label for label in publish if not any(published.get(label, ()))]
+                self._removals = self._removals.after(now, len(published), going, created)
             return
         self._metrics.refused_changes_total.labels(reason="removal_guard").inc()
         log.error(
             "apply refused: it would remove too many aliases at once",
-            withdrawn=len(going),
-            published=len(published),
+            withdrawn=withdrawn,
+            withdrawn_now=len(going),
+            withdrawn_earlier=earlier,
+            published=base,
+            window=within,
             max_share=guard.max_share,
             min_count=guard.min_count,
             aliases=going[:20],
             hint="if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
         )
+        removal = f"the apply would remove {withdrawn} of {base} aliases published"
+        if within is not None:
+            removal = (
+                f"within {within}, this apply and those before it ({earlier} by earlier applies) "
+                f"would remove {withdrawn} of {base} aliases published at the window's start"
+            )
         raise RemovalRefused(
-            f"removal guard: the apply would remove {len(going)} of {len(published)} aliases "
-            f"(more than {guard.max_share:.0%}); nothing was written. "
+            f"removal guard: {removal} (more than {guard.max_share:.0%}); nothing was written. "
             "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
         )
 
@@ -628,6 +658,14 @@ class LandbProvider:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._metrics.last_apply_success_timestamp_seconds.set_to_current_time()
         self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+
+
+def _duration(seconds: float) -> str:
+    """``1h``, ``90m``, ``45s``: how the window is named in the refusal."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def _problems(verdict: Verdict) -> str:
