@@ -13,12 +13,13 @@ from landb_webhook.adapters import cloudconf
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.lease import LeaseElector
-from landb_webhook.adapters.memory import InMemoryOwnershipStore
+from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.adapters.state import ConfigMapStateStore
 from landb_webhook.config import SettingError, Settings
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import OwnershipStore, UpstreamError
+from landb_webhook.ports import OwnershipStore, StateStore, UpstreamError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.health import HealthPolicy
 
@@ -85,6 +86,8 @@ class Ports:
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
     ownership: OwnershipStore
+    state: StateStore
+    """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
 
 
 def build_ports(
@@ -106,11 +109,15 @@ def build_ports(
     nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
     servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
     ownership: OwnershipStore
+    state: StateStore
     if settings.ownership_store == "configmap":
         ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
+        state = ConfigMapStateStore.from_settings(settings, api_client)
     else:
         ownership = InMemoryOwnershipStore()
-    return Ports(nodes, servers, ownership), Resources(nodes=nodes, servers=servers, ownership=ownership)
+        state = InMemoryStateStore()
+    ports = Ports(nodes, servers, ownership, state)
+    return ports, Resources(nodes=nodes, servers=servers, ownership=ownership)
 
 
 def build_provider(
@@ -136,6 +143,7 @@ def build_provider(
         metrics,
         clock=clock,
         writer_lease=lease,
+        state=ports.state,
     )
     resources.provider = provider
     ports.nodes.start()

@@ -144,6 +144,19 @@ def test_removing_in_slices_below_the_minimum_count_is_refused_once_the_window_a
     assert published(cluster) == set(NAMES[:2])
 
 
+def test_a_restart_inside_the_window_forgets_no_removal(make_cluster: Any) -> None:
+    """The window is stored in the state ConfigMap beside the ownership records."""
+    cluster, _ = established(make_cluster, *NAMES)
+    cluster.want(*NAMES[:6])
+    cluster.settle()
+
+    cluster.restart()
+    cluster.want(*NAMES[:2])
+    with pytest.raises(ApplyError, match=r"\(4 by earlier applies\) would remove 8 of 10"):
+        cluster.loop()
+    assert published(cluster) == set(NAMES[:6])
+
+
 def test_junk_names_created_first_do_not_raise_what_the_guard_counts_against(make_cluster: Any) -> None:
     cluster, _ = established(make_cluster, *NAMES)
     junk = tuple(f"junk{i}.cern.ch" for i in range(12))

@@ -20,17 +20,27 @@ import structlog
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
-from landb_webhook.landb.plan import Plan, Refusal, plan_changes
+from landb_webhook.landb.plan import Plan, Refusal, ServerState, plan_changes
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
+from landb_webhook.ports import (
+    NodeSource,
+    OwnershipStore,
+    Server,
+    ServerStore,
+    StateStore,
+    UpstreamError,
+    WriterLease,
+)
+from landb_webhook.provider import departed as departed_servers
 from landb_webhook.provider.adopt import adoptable
 from landb_webhook.provider.background import BackgroundWork
+from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
 from landb_webhook.provider.executor import Outcome, PlanExecutor
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
-from landb_webhook.provider.removals import DEFAULT_WINDOW_SECONDS, RemovalWindow
+from landb_webhook.provider.removals import DEFAULT_WINDOW_SECONDS, WINDOW_STATE_KEY, RemovalWindow
 from landb_webhook.provider.status import analyse
 
 log = structlog.get_logger(__name__)
@@ -92,9 +102,11 @@ class LandbProvider:
         *,
         clock: Callable[[], float] = time.time,
         writer_lease: WriterLease | None = None,
+        state: StateStore | None = None,
     ) -> None:
-        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period;
-        ``writer_lease`` None: this is the only replica, it always writes."""
+        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
+        stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
+        ``state`` None: what must survive a restart is kept in memory only."""
         self._nodes = nodes
         self._writer_lease = writer_lease
         self._servers = servers
@@ -102,7 +114,14 @@ class LandbProvider:
         self._options = options
         self._metrics = metrics
         self._clock = clock
-        self._inventory = InventoryReader(nodes, servers, max_age=options.inventory_max_age)
+        self._state = state
+        self._stored: dict[str, str] | None = None
+        """What the state store held when last read or written; None until it was read."""
+        self._remembered: dict[str, Remembered] = {}
+        """Server id -> the servers that held owned tokens when last seen (provider.departed)."""
+        self._inventory = InventoryReader(
+            nodes, servers, max_age=options.inventory_max_age, departed=self._servers_to_look_for
+        )
         self._executor = PlanExecutor(
             servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=metrics
         )
@@ -246,6 +265,7 @@ class LandbProvider:
 
     def _apply(self, changes: Changes) -> None:
         started = time.monotonic()
+        self._load_state()
         inventory = self._inventory.fresh()
         claim_records = self._ownership.records()
         claims_before = claimed_names(claim_records)
@@ -302,6 +322,8 @@ class LandbProvider:
         wanted = {label: placement.carriers_of(label) for label in publish} | {
             label: frozenset() for label in withdraw
         }
+        owned = claims_before | claimed_names(new_claims)
+        wanted |= self._departed_moves(inventory, placement, wanted, self._owned_test(owned))
         plan = plan_changes(
             inventory.server_states(),
             wanted,
@@ -325,8 +347,127 @@ class LandbProvider:
             upserts=[],
             deletes=[c for c in gone_claims if _label_of(owned_name(c)) not in unfinished],
         )
+        self._remember_servers(inventory, plan)
         self._log_summary(plan, len(inventory.server_states()), outcome, len(refused), started)
         self._finish(outcome, refused)
+
+    # -- departed servers and the state that survives a restart -----------------------------
+
+    def _servers_to_look_for(self) -> list[Remembered]:
+        if self._stored is None:
+            self._load_state()
+        return list(self._remembered.values())
+
+    def _load_state(self) -> None:
+        """Read the state store and merge it into what is in memory: another replica may have written it
+        since, and what this one knows may not have been stored (a failed write)."""
+        try:
+            stored = dict(self._state.load() if self._state is not None else self._stored or {})
+        except UpstreamError as error:
+            log.warning(
+                "webhook state not read: departed servers and the removal window as in memory",
+                reason=error.reason,
+            )
+            if self._stored is None:
+                self._stored = {}  # Records does not ask again: the next apply does
+            return
+        self._stored = stored
+        try:
+            remembered = departed_servers.from_json(stored.get(departed_servers.STATE_KEY, "{}"))
+            window = RemovalWindow.from_json(stored.get(WINDOW_STATE_KEY, "[]"), self._removals.seconds)
+        except ValueError as error:
+            log.warning("webhook state unreadable: ignored", error=str(error))
+            return
+        self._remembered = remembered | self._remembered
+        self._removals = self._removals.merged(window)
+
+    def _owned_test(self, claimed: set[str]) -> Callable[[str], bool]:
+        if self._options.registry != "txt":
+            return lambda label: True
+        return lambda label: dns_name_for(label, self._options.dns_domain) in claimed
+
+    def _departed_moves(
+        self,
+        inventory: Inventory,
+        placement: Placement,
+        wanted: Mapping[str, frozenset[str]],
+        owned: Callable[[str], bool],
+    ) -> dict[str, frozenset[str]]:
+        """The owned aliases a departed server holds, each to its carriers: the plan makes them there
+        before it breaks them on the departed server. One with no carrier at all stays where it is."""
+        moves: dict[str, frozenset[str]] = {}
+        states = {state.server_id: state for state in inventory.server_states()}
+        for gone, _ in inventory.departed:
+            labels = sorted(owned_slot_labels(states[gone.server_id], owned))
+            moving = {label: placement.carriers_of(label) for label in labels if label not in wanted}
+            moves |= {label: carriers for label, carriers in moving.items() if carriers}
+            if labels:
+                log.warning(
+                    "node left the cluster while its server runs: its aliases go to their carriers, "
+                    "then off the server",
+                    node=gone.node_name,
+                    server_id=gone.server_id,
+                    aliases=labels,
+                )
+        return moves
+
+    def _remember_servers(self, inventory: Inventory, plan: Plan) -> None:
+        """After the writes: remember the servers holding owned tokens, forget the departed ones cleaned
+        or deleted, and store that and the removal window when they changed (provider.departed)."""
+        if self._options.dry_run:
+            return
+        owned = self._owned_test(claimed_names(self._ownership.records()))
+        given = {server_plan.server.server_id for server_plan in plan.servers if server_plan.added}
+        written = {server_plan.server.server_id for server_plan in plan.servers}
+        states = {state.server_id: state for state in inventory.server_states()}
+        carrying = {
+            server.id: Remembered(server.id, node.name, node.internal_ips)
+            for node in inventory.nodes
+            if (server := inventory.servers.get(node.name)) is not None
+            and (server.id in given or holds_owned(states[server.id], owned))
+        }
+        departed_now: dict[str, ServerState | None] = dict.fromkeys(inventory.departed_gone)
+        for gone, _ in inventory.departed:
+            if gone.server_id not in written:
+                departed_now[gone.server_id] = states[gone.server_id]
+                continue
+            try:  # what the writes left on it
+                now = self._servers.server(gone.server_id)
+            except UpstreamError:
+                continue  # not known: remembered as it is
+            departed_now[gone.server_id] = None if now is None else _state_of(gone, now)
+        before = self._remembered
+        self._remembered = remembered_after(before, carrying, departed_now, owned)
+        for server_id in sorted(before.keys() - self._remembered.keys() - carrying.keys()):
+            if server_id in departed_now:
+                done = "deleted from Nova" if departed_now[server_id] is None else "cleaned of our aliases"
+                log.info(
+                    f"departed server {done}: forgotten",
+                    node=before[server_id].node_name,
+                    server_id=server_id,
+                )
+        self._store_state()
+
+    def _store_state(self) -> None:
+        """Write the state store when what it should hold changed; a failure is said and the apply goes
+        on: memory keeps both until the next apply stores them (lost only if the process restarts)."""
+        wanted = {
+            departed_servers.STATE_KEY: departed_servers.to_json(self._remembered),
+            WINDOW_STATE_KEY: self._removals.to_json(),
+        }
+        if wanted == self._stored:
+            return
+        try:
+            if self._state is not None:
+                self._state.save(wanted)
+        except UpstreamError as error:
+            log.error(
+                "webhook state not stored: departed servers and the removal window are kept in memory only",
+                reason=error.reason,
+                hint="check the RBAC for ConfigMaps in the webhook's namespace",
+            )
+            return
+        self._stored = wanted
 
     # -- node health ------------------------------------------------------------------------
 
@@ -401,8 +542,8 @@ class LandbProvider:
             withdrawn, base, earlier = len(count.withdrawn), count.published_at_start, count.earlier
             within = _duration(guard.window_seconds)
         else:
-            if not self._options.dry_run:
-                created = [label for label in publish if not any(published.get(label, ()))]
+            created = [label for label in publish if not any(published.get(label, ()))]
+            if (going or created) and not self._options.dry_run:  # others leave every count as it is
                 self._removals = self._removals.after(now, len(published), going, created)
             return
         self._metrics.refused_changes_total.labels(reason="removal_guard").inc()
@@ -658,6 +799,10 @@ class LandbProvider:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._metrics.last_apply_success_timestamp_seconds.set_to_current_time()
         self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+
+
+def _state_of(gone: Remembered, server: Server) -> ServerState:
+    return ServerState(server.id, server.name, gone.node_name, server.metadata)
 
 
 def _duration(seconds: float) -> str:

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 DEFAULT_WINDOW_SECONDS = 3600.0
+WINDOW_STATE_KEY = "removal-window"
+"""Its key in the state store (ports.StateStore)."""
 MAX_REMEMBERED_APPLIES = 10_000
 """Bound on memory (and on the state ConfigMap): a window holds one entry per apply."""
 
@@ -74,6 +76,11 @@ class RemovalWindow:
         past = PastApply(now, published, frozenset(withdrawn), frozenset(created))
         kept = (*self.current(now), past)
         return RemovalWindow(self.seconds, kept[-MAX_REMEMBERED_APPLIES:])
+
+    def merged(self, other: RemovalWindow) -> RemovalWindow:
+        """Both windows' applies (another replica's, or those stored before a restart), each once."""
+        applies = sorted({*self.applies, *other.applies}, key=lambda past: (past.at, past.published_before))
+        return RemovalWindow(self.seconds, tuple(applies[-MAX_REMEMBERED_APPLIES:]))
 
     def cleared(self) -> RemovalWindow:
         """An intended mass removal (the override) is not held against the applies after it."""
