@@ -210,3 +210,15 @@ def test_a_same_named_configmap_of_someone_else_is_never_written(make_cluster: A
     assert set(tokens(cluster, cluster.server_id(cluster.nodes[0]))) == {"app"}
     [line] = [e for e in logs if e["event"].startswith("webhook state not stored")]
     assert "without label app.kubernetes.io/managed-by=landb-webhook" in line["reason"]
+
+
+def test_an_unreadable_state_is_said_and_replaced_by_the_next_apply(make_cluster: Any) -> None:
+    cluster = make_cluster(ingress_nodes=3, workers=1)
+    assert cluster.settings is not None
+    ConfigMapStateStore.from_settings(cluster.settings).save({"departed-servers": "not json"})
+    cluster.want("app.cern.ch")
+    with capture_logs() as logs:
+        cluster.settle()
+
+    assert any(e["event"] == "webhook state unreadable: ignored" for e in logs)
+    assert remembered(cluster) == {cluster.server_id(n) for n in cluster.nodes[:3]}

@@ -354,13 +354,14 @@ class LandbProvider:
     # -- departed servers and the state that survives a restart -----------------------------
 
     def _servers_to_look_for(self) -> list[Remembered]:
-        if self._stored is None:
-            self._load_state()
+        if self._stored is None:  # the first Records of this process; then each apply reads it
+            self._load_state(window=False)
         return list(self._remembered.values())
 
-    def _load_state(self) -> None:
+    def _load_state(self, *, window: bool = True) -> None:
         """Read the state store and merge it into what is in memory: another replica may have written it
-        since, and what this one knows may not have been stored (a failed write)."""
+        since, and what this one knows may not have been stored (a failed write). Only an apply, which
+        holds the apply lock, takes the removal window: the guard changes it under that lock."""
         try:
             stored = dict(self._state.load() if self._state is not None else self._stored or {})
         except UpstreamError as error:
@@ -374,12 +375,15 @@ class LandbProvider:
         self._stored = stored
         try:
             remembered = departed_servers.from_json(stored.get(departed_servers.STATE_KEY, "{}"))
-            window = RemovalWindow.from_json(stored.get(WINDOW_STATE_KEY, "[]"), self._removals.seconds)
+            stored_window = RemovalWindow.from_json(
+                stored.get(WINDOW_STATE_KEY, "[]"), self._removals.seconds
+            )
         except ValueError as error:
             log.warning("webhook state unreadable: ignored", error=str(error))
             return
         self._remembered = remembered | self._remembered
-        self._removals = self._removals.merged(window)
+        if window:
+            self._removals = self._removals.merged(stored_window)
 
     def _owned_test(self, claimed: set[str]) -> Callable[[str], bool]:
         if self._options.registry != "txt":
