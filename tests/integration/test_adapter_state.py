@@ -46,3 +46,17 @@ def test_a_same_named_configmap_of_someone_else_is_neither_used_nor_overwritten(
     configmap = kube_cluster.configmap(NAME)
     assert configmap is not None
     assert configmap["data"] == {"someone": "else's data"}
+
+
+def test_a_save_over_someone_elses_newer_write_reads_again_and_goes_over_it(
+    kube_cluster: KubeCluster, kube_api_client: client.ApiClient
+) -> None:
+    """The writer's own knowledge is the truth: a 409 costs a fresh read, never the write."""
+    ours, other = store_of(kube_api_client, kube_cluster), store_of(kube_api_client, kube_cluster)
+    ours.save({"removal-window": "[]"})
+    other.load()
+    other.save({"removal-window": "[[1, 2, [], []]]", "extra": "x"})
+
+    ours.save({"removal-window": "[]", "departed-servers": "{}"})
+
+    assert other.load() == {"removal-window": "[]", "departed-servers": "{}"}

@@ -50,6 +50,10 @@ class ConfigMapStateStore:
         self._namespace = namespace
         self.name = name
         self._request_timeout = request_timeout
+        self._last: dict[str, Any] | None = None
+        """The ConfigMap as last read or written: a save replaces it at that resourceVersion."""
+        self._known = False
+        """Whether ``_last`` was read or written (None then means: it does not exist)."""
 
     @classmethod
     def from_settings(
@@ -67,8 +71,9 @@ class ConfigMapStateStore:
         return {} if found is None else dict(found.get("data") or {})
 
     def save(self, data: Mapping[str, str]) -> None:
+        """One create or replace, at the version last read; a 409 costs a fresh read and another try."""
         for _ in range(_ATTEMPTS):
-            found = self._read()
+            found = self._last if self._known else self._read()
             body = _configmap(found, self.name, self._namespace, data)
             try:
                 if found is None:
@@ -83,12 +88,13 @@ class ConfigMapStateStore:
                         _preload_content=False,
                         _request_timeout=self._request_timeout,
                     )
-                response.release_conn()
+                self._remember(json_body(response))
                 return
             except ApiException as exc:
-                if exc.status != _HTTP_CONFLICT:
+                if exc.status not in (_HTTP_CONFLICT, _HTTP_NOT_FOUND):
                     raise upstream_error(exc, f"write ConfigMap {self._where}") from exc
                 release_failed_response(exc)
+                self._known = False
                 log.info("state ConfigMap changed concurrently; re-reading", configmap=self._where)
             except Exception as exc:
                 raise upstream_error(exc, f"write ConfigMap {self._where}") from exc
@@ -108,7 +114,7 @@ class ConfigMapStateStore:
             )
         except ApiException as exc:
             if exc.status == _HTTP_NOT_FOUND:
-                return None
+                return self._remember(None)
             raise upstream_error(exc, f"read ConfigMap {self._where}") from exc
         except Exception as exc:
             raise upstream_error(exc, f"read ConfigMap {self._where}") from exc
@@ -120,6 +126,10 @@ class ConfigMapStateStore:
                 "refusing to use it",
                 retryable=False,
             )
+        return self._remember(found)
+
+    def _remember(self, found: dict[str, Any] | None) -> dict[str, Any] | None:
+        self._last, self._known = found, True
         return found
 
 
