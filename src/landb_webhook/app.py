@@ -14,13 +14,14 @@ from landb_webhook.adapters.kubeclient import secret_values as kube_secret_value
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.lease import LeaseElector
-from landb_webhook.adapters.memory import InMemoryOwnershipStore
+from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.adapters.state import ConfigMapStateStore
 from landb_webhook.config import SettingError, Settings
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import OwnershipStore, UpstreamError
+from landb_webhook.ports import OwnershipStore, StateStore, UpstreamError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.health import HealthPolicy
 
@@ -68,6 +69,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             max_share=settings.max_removal_share,
             min_count=settings.max_removal_min_count,
             allow=settings.allow_mass_removal,
+            window_seconds=settings.removal_window,
         ),
         write_fence_margin=settings.upstream_timeout,
     )
@@ -80,6 +82,8 @@ class Ports:
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
     ownership: OwnershipStore
+    state: StateStore
+    """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
 
 
 def build_ports(
@@ -102,11 +106,15 @@ def build_ports(
     servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
     register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
     ownership: OwnershipStore
+    state: StateStore
     if settings.ownership_store == "configmap":
         ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
+        state = ConfigMapStateStore.from_settings(settings, api_client)
     else:
         ownership = InMemoryOwnershipStore()
-    return Ports(nodes, servers, ownership), Resources(nodes=nodes, servers=servers, ownership=ownership)
+        state = InMemoryStateStore()
+    ports = Ports(nodes, servers, ownership, state)
+    return ports, Resources(nodes=nodes, servers=servers, ownership=ownership)
 
 
 def build_provider(
@@ -132,6 +140,7 @@ def build_provider(
         metrics,
         clock=clock,
         writer_lease=lease,
+        state=ports.state,
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),

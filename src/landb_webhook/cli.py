@@ -374,7 +374,9 @@ def status(settings: Settings, *, output: str) -> int:
     """Print the status of every alias; exit non-zero when something needs a human."""
 
     def run(ports: Ports) -> int:
-        found = read_status(ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain)
+        found = read_status(
+            ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain, state=ports.state
+        )
         print(status_json(found) if output == "json" else status_table(found))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
 

@@ -174,8 +174,16 @@ class Settings(BaseSettings):
         description="Removals of fewer aliases than this are never refused by the share rule "
         "(small clusters).",
     )
+    removal_window: float = Field(
+        3600.0,
+        ge=0,
+        description="Seconds over which the removal guard adds up removals: every owned alias withdrawn "
+        "within it counts, against the aliases published at its start (0: one apply at a time).",
+    )
     allow_mass_removal: bool = Field(
-        False, description="Let one apply remove more than the share above (set it for one loop)."
+        False,
+        description="Let removals exceed the share above (set it for one loop); each apply made with it "
+        "starts the removal window afresh.",
     )
 
     # Single writer

@@ -67,6 +67,10 @@ class ServerStore(Protocol):
         """Map node name -> its Nova server, for the nodes whose server can be found unambiguously."""
         ...
 
+    def server(self, server_id: str) -> Server | None:
+        """The server with this id; None when Nova answers that it does not exist (404)."""
+        ...
+
     def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
         """Merge ``items`` into the server's metadata (one POST); other keys are kept."""
         ...
@@ -94,6 +98,18 @@ class OwnershipStore(Protocol):
 
         Deleting a missing record succeeds; upserting a missing one creates it.
         """
+        ...
+
+
+class StateStore(Protocol):
+    """A few facts the provider must not forget at a restart (the webhook's state ConfigMap): text by key.
+
+    Written by ApplyChanges only, by the one writer; read at start and before each apply."""
+
+    def load(self) -> Mapping[str, str]: ...
+
+    def save(self, data: Mapping[str, str]) -> None:
+        """Replace what is stored with ``data``."""
         ...
 
 

@@ -65,6 +65,10 @@ def status_json(status: ClusterStatus) -> str:
             {"node": f.node, "server_id": f.server_id, "key": f.key, "value": f.value}
             for f in status.frozen_forms
         ],
+        "departed_servers": [
+            {"node": d.node, "server_id": d.server_id, "server_name": d.server_name, "tokens": list(d.tokens)}
+            for d in status.departed_servers
+        ],
         "needs_human": status.attention(),
     }
     return json.dumps(document, indent=2)
@@ -121,6 +125,13 @@ def status_table(status: ClusterStatus) -> str:
         *_section(
             "Frozen forms (read, never rewritten)",
             [f"{f.node} {f.key} = {f.value}" for f in status.frozen_forms],
+        ),
+        *_section(
+            "Servers of nodes that left the cluster (the next apply moves their aliases and cleans them)",
+            [
+                f"{d.server_name} (was node {d.node}): {', '.join(d.tokens) or NONE}"
+                for d in status.departed_servers
+            ],
         ),
     ]
     attention = status.attention()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,6 +45,16 @@ class Cluster:
     eventually: Eventually
     lock_server: Callable[..., None]
     desired: list[Endpoint] = field(default_factory=list)
+    settings: Settings | None = None
+    clock: Callable[[], float] = time.time
+
+    def restart(self) -> None:
+        """A new process: nothing in memory; the same settings, clock, Nova and ConfigMaps."""
+        assert self.settings is not None
+        self.resources.close()
+        self.metrics = Metrics.create(process_metrics=False)
+        self.provider, self.resources = build_provider(self.settings, self.metrics, clock=self.clock)
+        assert self.resources.nodes.wait_synced(5)
 
     def server_id(self, node: str) -> str:
         return next(s.id for s in self.sim.state.servers() if s.name == node)
@@ -110,19 +121,33 @@ def settings_for(config: ClientConfig, **overrides: Any) -> Settings:
 def make_cluster(
     simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually, lock_server: Any
 ) -> Iterator[Any]:
-    built: list[Resources] = []
+    made: list[Cluster] = []
 
-    def make(ingress_nodes: int = 3, workers: int = 1, **overrides: Any) -> Cluster:
+    def make(
+        ingress_nodes: int = 3, workers: int = 1, clock: Callable[[], float] = time.time, **overrides: Any
+    ) -> Cluster:
         nodes = seed_cluster(simulator.state, ingress_nodes=ingress_nodes, workers=workers)
         metrics = Metrics.create(process_metrics=False)
-        provider, resources = build_provider(settings_for(sim_clients, **overrides), metrics)
-        built.append(resources)
+        settings = settings_for(sim_clients, **overrides)
+        provider, resources = build_provider(settings, metrics, clock=clock)
         assert resources.nodes.wait_synced(5)
-        return Cluster(simulator, provider, resources, metrics, nodes, eventually, lock_server)
+        cluster = Cluster(
+            simulator,
+            provider,
+            resources,
+            metrics,
+            nodes,
+            eventually,
+            lock_server,
+            settings=settings,
+            clock=clock,
+        )
+        made.append(cluster)
+        return cluster
 
     yield make
-    for resources in built:
-        resources.close()
+    for cluster in made:
+        cluster.resources.close()
 
 
 def api_writes(sim: Simulator) -> list[Any]:

@@ -1,4 +1,5 @@
-"""The removal guard: an apply that would take too many aliases off the air at once is refused whole.
+"""The removal guard: an apply after which too many aliases would have gone within the removal window
+(an hour by default) is refused whole.
 
 Driven through the provider wired to the real clients against the simulator, with external-dns' own
 loop (tests/support/external_dns.py), and once through the HTTP app for the 503 external-dns sees.
@@ -7,6 +8,7 @@ loop (tests/support/external_dns.py), and once through the HTTP app for the 503 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import RemovalGuard
 from landb_webhook.webhook.wire import encode_changes
 from support.external_dns import plan
+from support.fake_time import FakeTime
 from support.serving import serving
 
 make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
@@ -94,6 +97,96 @@ def test_the_refusal_reaches_external_dns_as_a_503_naming_the_reason(make_cluste
     assert reply.status_code == 503
     assert "removal guard" in json.loads(reply.content)["error"]
     assert published(cluster) == set(NAMES[:5])
+
+
+HOUR = 3600.0
+
+
+def established(make_cluster: Any, *names: str) -> tuple[Any, FakeTime]:
+    """A cluster publishing ``names`` for longer than the removal window (an hour by default)."""
+    fake = FakeTime()
+    cluster = make_cluster(clock=fake.time)
+    cluster.want(*names)
+    cluster.settle()
+    fake.sleep(HOUR + 1)
+    return cluster, fake
+
+
+def test_removing_in_slices_below_the_minimum_count_is_refused_once_the_window_adds_up(
+    make_cluster: Any,
+) -> None:
+    cluster, fake = established(make_cluster, *NAMES)
+    cluster.want(*NAMES[:6])
+    cluster.settle()  # 4 of 10: under the minimum count
+    fake.sleep(HOUR / 2)
+    writes_before = len(api_writes(cluster.sim))
+
+    cluster.want(*NAMES[:2])  # 4 more within the hour: 8 of the 10 published at its start
+    with (
+        capture_logs() as logs,
+        pytest.raises(ApplyError, match=r"\(4 by earlier applies\) would remove 8 of 10"),
+    ):
+        cluster.loop()
+
+    assert len(api_writes(cluster.sim)) == writes_before
+    assert published(cluster) == set(NAMES[:6])
+    assert refusals(cluster) == 1
+    [line] = [entry for entry in logs if entry["log_level"] == "error"]
+    assert (line["withdrawn"], line["withdrawn_now"], line["withdrawn_earlier"], line["published"]) == (
+        8,
+        4,
+        4,
+        10,
+    )
+
+    fake.sleep(HOUR / 2 + 1)  # the first slice has left the window
+    cluster.settle()
+    assert published(cluster) == set(NAMES[:2])
+
+
+def test_a_restart_inside_the_window_forgets_no_removal(make_cluster: Any) -> None:
+    """The window is stored in the state ConfigMap beside the ownership records."""
+    cluster, _ = established(make_cluster, *NAMES)
+    cluster.want(*NAMES[:6])
+    cluster.settle()
+
+    cluster.restart()
+    cluster.want(*NAMES[:2])
+    with pytest.raises(ApplyError, match=r"\(4 by earlier applies\) would remove 8 of 10"):
+        cluster.loop()
+    assert published(cluster) == set(NAMES[:6])
+
+
+def test_junk_names_created_first_do_not_raise_what_the_guard_counts_against(make_cluster: Any) -> None:
+    cluster, _ = established(make_cluster, *NAMES)
+    junk = tuple(f"junk{i}.cern.ch" for i in range(12))
+    cluster.want(*NAMES, *junk)
+    cluster.settle()  # 22 published now, 10 at the window's start
+    writes_before = len(api_writes(cluster.sim))
+
+    cluster.want(*junk)
+    with pytest.raises(ApplyError, match=r"would remove 10 of 10 aliases published at the window's start"):
+        cluster.loop()
+
+    assert len(api_writes(cluster.sim)) == writes_before
+    assert published(cluster) == set(NAMES) | set(junk)
+
+
+def test_the_allow_switch_starts_the_window_afresh(make_cluster: Any) -> None:
+    """An intended mass removal is not held against the removals after the switch is turned off."""
+    cluster = make_cluster(allow_mass_removal=True)
+    cluster.want(*NAMES)
+    cluster.settle()
+    cluster.want(*NAMES[:4])
+    cluster.settle()
+    guarded = cluster.provider._options.removal_guard
+    cluster.provider._options = replace(
+        cluster.provider._options, removal_guard=replace(guarded, allow=False)
+    )
+    cluster.want(*NAMES[:2])  # 2 of 4: under the minimum count, and the 6 before do not count
+    cluster.settle()
+    assert published(cluster) == set(NAMES[:2])
+    assert refusals(cluster) == 0
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,11 @@ class FakeTime:
         with self._lock:
             return time.monotonic() + self._offset
 
+    def time(self) -> float:
+        """The wall clock (epoch seconds), moved on by the same sleeps."""
+        with self._lock:
+            return time.time() + self._offset
+
     def sleep(self, seconds: float) -> None:
         with self._lock:
             self.sleeps.append(Sleep(time.monotonic() + self._offset, seconds))

@@ -1,9 +1,9 @@
-"""An OwnershipStore held in process memory: for tests and the demo, lost at restart."""
+"""An OwnershipStore and a StateStore held in process memory: for tests and the demo, lost at restart."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from landb_webhook.endpoint import Endpoint
 
@@ -32,3 +32,19 @@ class InMemoryOwnershipStore:
                 self._records.pop(ownership_key(record), None)
             for record in upserts:
                 self._records[ownership_key(record)] = record
+
+
+class InMemoryStateStore:
+    """ports.StateStore in a dict."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[str, str] = {}
+
+    def load(self) -> Mapping[str, str]:
+        with self._lock:
+            return dict(self._data)
+
+    def save(self, data: Mapping[str, str]) -> None:
+        with self._lock:
+            self._data = dict(data)

@@ -213,6 +213,13 @@ class OpenStackServerStore:
                 found[node.name] = own
         return found
 
+    def server(self, server_id: str) -> Server | None:
+        """One GET of the server; None on Nova's 404 (it was deleted)."""
+        _check_server_id(server_id)
+        return self._call(
+            f"read server {server_id}", functools.partial(_find_by_id, server_id=server_id), api="get_server"
+        )
+
     def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
         """One POST that merges ``items`` into the server's metadata; an empty ``items`` sends nothing."""
         _check_server_id(server_id)
@@ -263,11 +270,7 @@ class OpenStackServerStore:
             server: Server | None = by_id.get(server_id)
             if server is None:
                 # Renamed servers are not found by the name search; ask for the id itself.
-                server = self._call(
-                    f"read server {server_id}",
-                    functools.partial(_find_by_id, server_id=server_id),
-                    api="get_server",
-                )
+                server = self.server(server_id)
             if server is None:
                 log.warning("server of node not found", node=node.name, server_id=node.server_id)
             return server

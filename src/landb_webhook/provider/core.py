@@ -22,16 +22,27 @@ import structlog
 
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
-from landb_webhook.landb.plan import Plan, Refusal, plan_changes
+from landb_webhook.landb.plan import Plan, Refusal, ServerState, plan_changes
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
+from landb_webhook.ports import (
+    NodeSource,
+    OwnershipStore,
+    Server,
+    ServerStore,
+    StateStore,
+    UpstreamError,
+    WriterLease,
+)
+from landb_webhook.provider import departed as departed_servers
 from landb_webhook.provider.adopt import adoptable
+from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
 from landb_webhook.provider.executor import Outcome, PlanExecutor
-from landb_webhook.provider.fence import UNFENCED, WriteFence
+from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
 from landb_webhook.provider.health import DepartedIndices, HealthPolicy, Placement, Verdict
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import claimed_names, is_ownership_record, owned_name
+from landb_webhook.provider.removals import DEFAULT_WINDOW_SECONDS, WINDOW_STATE_KEY, RemovalWindow
 from landb_webhook.provider.status import ClusterStatus, analyse
 
 log = structlog.get_logger(__name__)
@@ -41,17 +52,19 @@ ALIAS_RECORD_TYPES = frozenset({"A", "AAAA", "CNAME"})
 
 @dataclass(frozen=True)
 class RemovalGuard:
-    """How many aliases one apply may take off the air before it is refused as a likely mistake.
+    """How many aliases may go off the air within one window before an apply is refused as a likely mistake.
 
     A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
-    names at once; LanDB would publish that within 15 minutes. An apply withdrawing at least
-    ``min_count`` aliases and more than ``max_share`` of those currently published is refused whole
-    (nothing is written, additions included) unless ``allow`` is set.
+    names; LanDB would publish that within 15 minutes. An apply after which at least ``min_count``
+    owned aliases, and more than ``max_share`` of those published at the window's start, were withdrawn
+    within the last ``window_seconds`` is refused whole (nothing is written, additions included) unless
+    ``allow`` is set. What counts is worked out by provider.removals.RemovalWindow.
     """
 
     max_share: float = 0.5
     min_count: int = 5
     allow: bool = False
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
 
     def trips(self, withdrawn: int, published: int) -> bool:
         return not self.allow and withdrawn >= self.min_count and withdrawn > self.max_share * published
@@ -93,9 +106,11 @@ class LandbProvider:
         *,
         clock: Callable[[], float] = time.time,
         writer_lease: WriterLease | None = None,
+        state: StateStore | None = None,
     ) -> None:
-        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period;
-        ``writer_lease`` None: this is the only replica, it always writes."""
+        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
+        stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
+        ``state`` None: what must survive a restart is kept in memory only."""
         self._nodes = nodes
         self._writer_lease = writer_lease
         self._servers = servers
@@ -103,7 +118,14 @@ class LandbProvider:
         self._options = options
         self._metrics = metrics
         self._clock = clock
-        self._inventory = InventoryReader(nodes, servers, max_age=options.inventory_max_age)
+        self._state = state
+        self._stored: dict[str, str] | None = None
+        """What the state store held when last read or written; None until it was read."""
+        self._remembered: dict[str, Remembered] = {}
+        """Server id -> the servers that held owned tokens when last seen (provider.departed)."""
+        self._inventory = InventoryReader(
+            nodes, servers, max_age=options.inventory_max_age, departed=self._servers_to_look_for
+        )
         self._executor = PlanExecutor(
             servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=metrics
         )
@@ -111,6 +133,8 @@ class LandbProvider:
         self._applying = False
         self._warned: set[tuple[str, str]] = set()
         self._departed = DepartedIndices()
+        self._removals = RemovalWindow(options.removal_guard.window_seconds)
+        """The applies of the last removal window, for the removal guard."""
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
         self._analysed: tuple[object, ClusterStatus] | None = None
@@ -269,6 +293,7 @@ class LandbProvider:
 
     def _apply(self, changes: Changes, fence: WriteFence) -> None:
         started = time.monotonic()
+        self._load_state()
         inventory = self._inventory.fresh()
         claim_records = self._ownership.records()
         claims_before = claimed_names(claim_records)
@@ -322,7 +347,7 @@ class LandbProvider:
         carried_or_wanted = inventory.carriers().keys() | publish
 
         placement = self._placement(inventory)
-        self._guard_removals(withdraw, placement.current)
+        self._guard_removals(withdraw, publish, placement.current)
         if publish and not placement.ingress:
             # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
             # to take every name off the air: refuse, loudly, rather than remove every alias.
@@ -337,6 +362,8 @@ class LandbProvider:
         wanted = {label: placement.carriers_of(label) for label in publish} | {
             label: frozenset() for label in withdraw
         }
+        owned = claims_before | claimed_names(new_claims)
+        wanted |= self._departed_moves(inventory, placement, wanted, self._owned_test(owned))
         plan = plan_changes(
             inventory.server_states(),
             wanted,
@@ -362,17 +389,11 @@ class LandbProvider:
         # A frozen holder keeps the alias whatever we do: once our tokens are gone the name is someone
         # else's, so its claim goes too (else external-dns would ask to delete it every loop).
         unfinished = outcome.failed_labels() | {r.label for r in plan.refusals if r.kind != "frozen"}
-        gone = [c for c in gone_claims if self._claimed_label(c) not in unfinished]
-        gone_keys = {c.key for c in gone}
-        orphaned = [
-            c for c in self._orphaned_claims(claim_records, carried_or_wanted) if c.key not in gone_keys
-        ]
-        self._store_claims(upserts=[], deletes=[*gone, *orphaned], fence=fence)
-        if orphaned and not self._options.dry_run:
-            log.warning(
-                "ownership records dropped: no server carries their alias any more",
-                records=_named(c.dns_name for c in orphaned),
-            )
+        self._drop_claims(
+            [c for c in gone_claims if self._claimed_label(c) not in unfinished],
+            self._orphaned_claims(claim_records, carried_or_wanted),
+            fence,
+        )
         carried_before = inventory.carriers().keys()
         self._log_summary(
             plan,
@@ -383,7 +404,147 @@ class LandbProvider:
             created=(publish - carried_before) - unfinished,
             removed=(withdraw & carried_before) - unfinished,
         )
+        self._remember_servers(inventory, plan, fence)
         self._finish(outcome, refused)
+
+    def _drop_claims(self, gone: list[Endpoint], orphaned: list[Endpoint], fence: WriteFence) -> None:
+        """After the break writes: the claims of the aliases withdrawn, and those no server carried and
+        no change wanted (a removal that landed although reported failed leaves one behind)."""
+        gone_keys = {c.key for c in gone}
+        orphaned = [c for c in orphaned if c.key not in gone_keys]
+        self._store_claims(upserts=[], deletes=[*gone, *orphaned], fence=fence)
+        if orphaned and not self._options.dry_run:
+            log.warning(
+                "ownership records dropped: no server carries their alias any more",
+                records=_named(c.dns_name for c in orphaned),
+            )
+
+    # -- departed servers and the state that survives a restart -----------------------------
+
+    def _servers_to_look_for(self) -> list[Remembered]:
+        if self._stored is None:  # the first Records of this process; then each apply reads it
+            self._load_state(window=False)
+        return list(self._remembered.values())
+
+    def _load_state(self, *, window: bool = True) -> None:
+        """Read the state store and merge it into what is in memory: another replica may have written it
+        since, and what this one knows may not have been stored (a failed write). Only an apply, which
+        holds the apply lock, takes the removal window: the guard changes it under that lock."""
+        try:
+            stored = dict(self._state.load() if self._state is not None else self._stored or {})
+        except UpstreamError as error:
+            log.warning(
+                "webhook state not read: departed servers and the removal window as in memory",
+                reason=error.reason,
+            )
+            if self._stored is None:
+                self._stored = {}  # Records does not ask again: the next apply does
+            return
+        self._stored = stored
+        try:
+            remembered = departed_servers.from_json(stored.get(departed_servers.STATE_KEY, "{}"))
+            stored_window = RemovalWindow.from_json(
+                stored.get(WINDOW_STATE_KEY, "[]"), self._removals.seconds
+            )
+        except ValueError as error:
+            log.warning("webhook state unreadable: ignored", error=str(error))
+            return
+        self._remembered = remembered | self._remembered
+        if window:
+            self._removals = self._removals.merged(stored_window)
+
+    def _owned_test(self, claimed: set[str]) -> Callable[[str], bool]:
+        if self._options.registry != "txt":
+            return lambda label: True
+        return lambda label: dns_name_for(label, self._options.dns_domain) in claimed
+
+    def _departed_moves(
+        self,
+        inventory: Inventory,
+        placement: Placement,
+        wanted: Mapping[str, frozenset[str]],
+        owned: Callable[[str], bool],
+    ) -> dict[str, frozenset[str]]:
+        """The owned aliases a departed server holds, each to its carriers: the plan makes them there
+        before it breaks them on the departed server. One with no carrier at all stays where it is."""
+        moves: dict[str, frozenset[str]] = {}
+        states = {state.server_id: state for state in inventory.server_states()}
+        for gone, _ in inventory.departed:
+            labels = sorted(owned_slot_labels(states[gone.server_id], owned))
+            moving = {label: placement.carriers_of(label) for label in labels if label not in wanted}
+            moves |= {label: carriers for label, carriers in moving.items() if carriers}
+            if labels:
+                log.warning(
+                    "node left the cluster while its server runs: its aliases go to their carriers, "
+                    "then off the server",
+                    node=gone.node_name,
+                    server_id=gone.server_id,
+                    aliases=labels,
+                )
+        return moves
+
+    def _remember_servers(self, inventory: Inventory, plan: Plan, fence: WriteFence) -> None:
+        """After the writes: remember the servers holding owned tokens, forget the departed ones cleaned
+        or deleted, and store that and the removal window when they changed (provider.departed)."""
+        if self._options.dry_run:
+            return
+        owned = self._owned_test(claimed_names(self._ownership.records()))
+        given = {server_plan.server.server_id for server_plan in plan.servers if server_plan.added}
+        written = {server_plan.server.server_id for server_plan in plan.servers}
+        states = {state.server_id: state for state in inventory.server_states()}
+        carrying = {
+            server.id: Remembered(server.id, node.name, node.internal_ips)
+            for node in inventory.nodes
+            if (server := inventory.servers.get(node.name)) is not None
+            and (server.id in given or holds_owned(states[server.id], owned))
+        }
+        departed_now: dict[str, ServerState | None] = dict.fromkeys(inventory.departed_gone)
+        for gone, _ in inventory.departed:
+            if gone.server_id not in written:
+                departed_now[gone.server_id] = states[gone.server_id]
+                continue
+            try:  # what the writes left on it
+                now = self._servers.server(gone.server_id)
+            except UpstreamError:
+                continue  # not known: remembered as it is
+            departed_now[gone.server_id] = None if now is None else _state_of(gone, now)
+        before = self._remembered
+        self._remembered = remembered_after(before, carrying, departed_now, owned)
+        for server_id in sorted(before.keys() - self._remembered.keys() - carrying.keys()):
+            if server_id in departed_now:
+                done = "deleted from Nova" if departed_now[server_id] is None else "cleaned of our aliases"
+                log.info(
+                    f"departed server {done}: forgotten",
+                    node=before[server_id].node_name,
+                    server_id=server_id,
+                )
+        self._store_state(fence)
+
+    def _store_state(self, fence: WriteFence) -> None:
+        """Write the state store when what it should hold changed; a failure is said and the apply goes
+        on: memory keeps both until the next apply stores them (lost only if the process restarts).
+        Fenced like every write: a replica no longer sure of the lease leaves it to the holder."""
+        wanted = {
+            departed_servers.STATE_KEY: departed_servers.to_json(self._remembered),
+            WINDOW_STATE_KEY: self._removals.to_json(),
+        }
+        if wanted == self._stored:
+            return
+        try:
+            fence.check("the webhook state was written")
+            if self._state is not None:
+                self._state.save(wanted)
+        except WriterLeaseLost as lost:
+            log.warning("webhook state not stored: kept in memory", reason=str(lost))
+            return
+        except UpstreamError as error:
+            log.error(
+                "webhook state not stored: departed servers and the removal window are kept in memory only",
+                reason=error.reason,
+                hint="check the RBAC for ConfigMaps in the webhook's namespace",
+            )
+            return
+        self._stored = wanted
 
     # -- node health ------------------------------------------------------------------------
 
@@ -441,27 +602,52 @@ class LandbProvider:
         log.warning("apply refused: another replica holds the writer lease", holder=holder)
         raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
 
-    def _guard_removals(self, withdraw: set[str], published: Mapping[str, Iterable[str]]) -> None:
-        """THE REMOVAL GUARD: refuse, before anything is written, an apply that withdraws too many aliases."""
+    def _guard_removals(
+        self, withdraw: set[str], publish: set[str], published: Mapping[str, Iterable[str]]
+    ) -> None:
+        """THE REMOVAL GUARD: refuse, before anything is written, an apply that withdraws too many aliases,
+        on its own or with the applies before it in the window (provider.removals); remember it if it
+        may go on."""
         guard = self._options.removal_guard
+        now = self._clock()
         going = sorted(label for label in withdraw if any(published.get(label, ())))
-        if not guard.trips(len(going), len(published)):
-            if going and guard.allow:
+        if guard.allow:
+            if going:
                 log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
+            self._removals = self._removals.cleared()
+            return
+        count = self._removals.count(now, len(published), going)
+        if guard.trips(len(going), len(published)):
+            withdrawn, base, earlier, within = len(going), len(published), 0, None
+        elif going and guard.trips(len(count.withdrawn), count.published_at_start):
+            withdrawn, base, earlier = len(count.withdrawn), count.published_at_start, count.earlier
+            within = _duration(guard.window_seconds)
+        else:
+            created = [label for label in publish if not any(published.get(label, ()))]
+            if (going or created) and not self._options.dry_run:  # others leave every count as it is
+                self._removals = self._removals.after(now, len(published), going, created)
             return
         self._metrics.refused_changes_total.labels(reason="removal_guard").inc()
         log.error(
             "apply refused: it would remove too many aliases at once",
-            withdrawn=len(going),
-            published=len(published),
+            withdrawn=withdrawn,
+            withdrawn_now=len(going),
+            withdrawn_earlier=earlier,
+            published=base,
+            window=within,
             max_share=guard.max_share,
             min_count=guard.min_count,
             aliases=going[:20],
             hint="if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
         )
+        removal = f"the apply would remove {withdrawn} of {base} aliases published"
+        if within is not None:
+            removal = (
+                f"within {within}, this apply and those before it ({earlier} by earlier applies) "
+                f"would remove {withdrawn} of {base} aliases published at the window's start"
+            )
         raise RemovalRefused(
-            f"removal guard: the apply would remove {len(going)} of {len(published)} aliases "
-            f"(more than {guard.max_share:.0%}); nothing was written. "
+            f"removal guard: {removal} (more than {guard.max_share:.0%}); nothing was written. "
             "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
         )
 
@@ -780,6 +966,18 @@ class LandbProvider:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._metrics.last_apply_success_timestamp_seconds.set_to_current_time()
         self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+
+
+def _state_of(gone: Remembered, server: Server) -> ServerState:
+    return ServerState(server.id, server.name, gone.node_name, server.metadata)
+
+
+def _duration(seconds: float) -> str:
+    """``1h``, ``90m``, ``45s``: how the window is named in the refusal."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def _problems(verdict: Verdict) -> str:

@@ -11,6 +11,7 @@ from threading import Lock
 
 from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plain_aliases
 from landb_webhook.ports import Node, NodeSource, Server, ServerStore
+from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 
 
@@ -31,16 +32,27 @@ class Inventory:
     servers: Mapping[str, Server]
     """Node name -> its server, for the nodes whose server was found."""
     taken_at: float
+    departed: tuple[tuple[Remembered, Server], ...] = ()
+    """Servers whose node left the cluster, still holding owned tokens (provider.departed): they are among
+    the server states and carriers (LanDB still publishes them), never ingress, eligible or a node."""
+    departed_gone: frozenset[str] = frozenset()
+    """Remembered server ids Nova answered 404 for."""
 
     @functools.cached_property
     def _server_inputs(self) -> tuple[tuple[str, Server], ...]:
         """Everything the server states (and so carriers and plain aliases) are worked out from."""
-        return tuple((node.name, server) for node, server in self._nodes_with_servers())
+        return (
+            *((node.name, server) for node, server in self._nodes_with_servers()),
+            *((gone.node_name, server) for gone, server in self.departed),
+        )
 
     @functools.cached_property
     def _address_inputs(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """Everything ``ips_of`` answers from: each server's id and its node's addresses."""
-        return tuple((server.id, node.internal_ips) for node, server in self._nodes_with_servers())
+        return (
+            *((server.id, node.internal_ips) for node, server in self._nodes_with_servers()),
+            *((server.id, gone.internal_ips) for gone, server in self.departed),
+        )
 
     def _nodes_with_servers(self) -> Iterable[tuple[Node, Server]]:
         return ((node, server) for node in self.nodes if (server := self.servers.get(node.name)) is not None)
@@ -165,7 +177,10 @@ class InventoryReader:
         *,
         max_age: float,
         clock: Callable[[], float] = time.monotonic,
+        departed: Callable[[], Iterable[Remembered]] = tuple,
     ) -> None:
+        """``departed``: the remembered servers to look for beyond the nodes' own (provider.departed)."""
+        self._departed = departed
         self._nodes = nodes
         self._servers = servers
         self._max_age = max_age
@@ -176,7 +191,24 @@ class InventoryReader:
     def fresh(self) -> Inventory:
         nodes = tuple(self._nodes.nodes())
         servers = self._servers.servers_for(nodes)
-        inventory = Inventory(nodes=nodes, servers=dict(servers), taken_at=self._clock())
+        present = {server.id for server in servers.values()}
+        departed: list[tuple[Remembered, Server]] = []
+        gone: set[str] = set()
+        for remembered in self._departed():
+            if remembered.server_id in present:
+                continue
+            server = self._servers.server(remembered.server_id)
+            if server is None:
+                gone.add(remembered.server_id)
+            else:
+                departed.append((remembered, server))
+        inventory = Inventory(
+            nodes=nodes,
+            servers=dict(servers),
+            taken_at=self._clock(),
+            departed=tuple(departed),
+            departed_gone=frozenset(gone),
+        )
         with self._lock:  # taking over costs a comparison of the inputs: done before anyone else sees it
             if self._last is not None:
                 inventory.carry_over(self._last)

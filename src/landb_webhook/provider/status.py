@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
+from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, StateStore
+from landb_webhook.provider import departed
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of
 
@@ -100,6 +101,19 @@ class FrozenForm:
 
 
 @dataclass(frozen=True)
+class DepartedServer:
+    """The server of a node that left the cluster, still holding tokens in our slots (provider.departed):
+    the webhook moves its owned aliases to their carriers and takes them off it at its next apply."""
+
+    node: str
+    """The name its node had."""
+    server_id: str
+    server_name: str
+    tokens: tuple[str, ...]
+    """``<label>--load-<N>-`` in our slots, owned or not."""
+
+
+@dataclass(frozen=True)
 class ClusterStatus:
     nodes: tuple[NodeStatus, ...]
     names: tuple[NameStatus, ...]
@@ -110,6 +124,7 @@ class ClusterStatus:
     non_ingress_holdings: tuple[Holding, ...]
     duplicate_indices: tuple[DuplicateIndex, ...]
     frozen_forms: tuple[FrozenForm, ...]
+    departed_servers: tuple[DepartedServer, ...] = ()
 
     def name(self, label: str) -> NameStatus | None:
         return next((found for found in self.names if found.label == label), None)
@@ -181,14 +196,31 @@ def analyse(
         non_ingress_holdings=tuple(h for h in holdings if not h.ingress),
         duplicate_indices=duplicates,
         frozen_forms=_frozen_forms(inventory),
+        departed_servers=tuple(
+            DepartedServer(
+                gone.node_name,
+                server.id,
+                server.name,
+                tuple(text for _, text, _ in read_aliases(server.metadata).editable_tokens()),
+            )
+            for gone, server in inventory.departed
+        ),
     )
 
 
 def read_status(
-    nodes: NodeSource, servers: ServerStore, ownership: OwnershipStore, *, domain: str
+    nodes: NodeSource,
+    servers: ServerStore,
+    ownership: OwnershipStore,
+    *,
+    domain: str,
+    state: StateStore | None = None,
 ) -> ClusterStatus:
-    """Read the cluster, the cloud and the claims (never writing) and analyse them."""
-    inventory = InventoryReader(nodes, servers, max_age=0).fresh()
+    """Read the cluster, the cloud, the claims and the servers of departed nodes the webhook remembers
+    in ``state`` (never writing) and analyse them."""
+    stored = state.load().get(departed.STATE_KEY) if state is not None else None
+    remembered = departed.from_json(stored) if stored else {}
+    inventory = InventoryReader(nodes, servers, max_age=0, departed=remembered.values).fresh()
     return analyse(inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items())
 
 
