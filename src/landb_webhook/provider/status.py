@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore
+from landb_webhook.ports import Node, NodeSource, OwnershipStore, ServerStore
+from landb_webhook.provider.health import HealthPolicy, judge
 from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of
+from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of, resource_of
 
 QUOTA_WARNING_RATIO = 0.8
 """A server holding more than this share of its metadata key quota is reported."""
+DEFAULT_HEALTH = HealthPolicy()
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class NodeStatus:
     ready: bool
     deleting: bool
     unschedulable: bool
+    internal_ips: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Why the node is unhealthy as the carrier rule sees it (``provider/health.py``); empty when healthy."""
 
     @property
     def health(self) -> str:
@@ -58,6 +63,9 @@ class Holding:
     ingress: bool
     ready: bool
     """Its node is Ready and not being deleted, so it answers LanDB's share of the name's requests."""
+    unhealthy: tuple[str, ...] = ()
+    """Why its node is unhealthy (not Ready, being deleted, no Ready controller pod): external-dns'
+    loop takes the alias off such a node once its grace period ends."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,8 @@ class NameStatus:
     """The owner ids of its claims; empty when unclaimed, or when no claim is readable."""
     problems: tuple[str, ...]
     """What makes it unsafe to hand to external-dns as it is: each needs a human."""
+    resources: tuple[str, ...] = ()
+    """What its claims say it was published for (``ingress/<namespace>/<name>``), when they say."""
     plain_nodes: tuple[str, ...] = ()
     """Nodes whose server holds it as a plain (CNAME) alias, which the webhook never writes."""
 
@@ -139,7 +149,12 @@ class ClusterStatus:
 
 
 def analyse(
-    inventory: Inventory, claims: Iterable[Endpoint], *, domain: str, quota: int | None = None
+    inventory: Inventory,
+    claims: Iterable[Endpoint],
+    *,
+    domain: str,
+    quota: int | None = None,
+    health: HealthPolicy = DEFAULT_HEALTH,
 ) -> ClusterStatus:
     """The status of every alias LanDB publishes for the cluster's nodes, and what needs a human."""
     nodes = tuple(
@@ -151,11 +166,15 @@ def analyse(
             node.ready,
             node.deleting,
             node.unschedulable,
+            node.internal_ips,
+            _health_problems(node, health),
         )
         for node in sorted(inventory.nodes, key=lambda n: n.name)
     )
-    holdings = _holdings(inventory)
+    holdings = _holdings(inventory, health)
+    claims = list(claims)
     owners = _owners_by_name(claims)
+    resources = _resources_by_name(claims)
     by_label: dict[str, list[Holding]] = defaultdict(list)
     for holding in holdings:
         by_label[holding.label].append(holding)
@@ -167,6 +186,7 @@ def analyse(
             by_label.get(label, []),
             plain.get(label, []),
             owners=owners,
+            resources=resources,
             duplicates=duplicates,
             domain=domain,
         )
@@ -185,17 +205,29 @@ def analyse(
 
 
 def read_status(
-    nodes: NodeSource, servers: ServerStore, ownership: OwnershipStore, *, domain: str
+    nodes: NodeSource,
+    servers: ServerStore,
+    ownership: OwnershipStore,
+    *,
+    domain: str,
+    health: HealthPolicy = DEFAULT_HEALTH,
 ) -> ClusterStatus:
     """Read the cluster, the cloud and the claims (never writing) and analyse them."""
     inventory = InventoryReader(nodes, servers, max_age=0).fresh()
-    return analyse(inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items())
+    return analyse(
+        inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items(), health=health
+    )
 
 
 # -- the parts ---------------------------------------------------------------------------------------
 
 
-def _holdings(inventory: Inventory) -> list[Holding]:
+def _health_problems(node: Node, health: HealthPolicy) -> tuple[str, ...]:
+    """The carrier rule's reasons, whatever the grace period (the time does not change them)."""
+    return judge(node, health, now=0.0).problems if node.is_ingress else ()
+
+
+def _holdings(inventory: Inventory, health: HealthPolicy) -> list[Holding]:
     found: list[Holding] = []
     for node in sorted(inventory.nodes, key=lambda n: n.name):
         server = inventory.servers.get(node.name)
@@ -205,8 +237,19 @@ def _holdings(inventory: Inventory) -> list[Holding]:
         keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
         keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
         serving = node.ready and not node.deleting
+        unhealthy = _health_problems(node, health)
         found += [
-            Holding(token.label, token.index, node.name, server.id, key, frozen, node.is_ingress, serving)
+            Holding(
+                token.label,
+                token.index,
+                node.name,
+                server.id,
+                key,
+                frozen,
+                node.is_ingress,
+                serving,
+                unhealthy,
+            )
             for key, frozen, token in keyed
         ]
     return sorted(found, key=lambda h: (h.label, h.node, h.index, h.key))
@@ -230,6 +273,14 @@ def _owners_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str | None]]:
     return owners
 
 
+def _resources_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str]]:
+    resources: dict[str, set[str]] = defaultdict(set)
+    for claim in claims:
+        if is_ownership_record(claim) and (resource := resource_of(claim)) is not None:
+            resources[owned_name(claim)].add(resource)
+    return resources
+
+
 def _duplicates(label: str, holdings: Sequence[Holding]) -> list[DuplicateIndex]:
     nodes_by_index: dict[int, set[str]] = defaultdict(set)
     for holding in holdings:
@@ -247,6 +298,7 @@ def _name_status(
     plain_nodes: Sequence[str],
     *,
     owners: Mapping[str, set[str | None]],
+    resources: Mapping[str, set[str]],
     duplicates: Sequence[DuplicateIndex],
     domain: str,
 ) -> NameStatus:
@@ -281,6 +333,7 @@ def _name_status(
         holdings=tuple(holdings),
         claimed=bool(named),
         owners=tuple(sorted(owner for owner in named if owner is not None)),
+        resources=tuple(sorted(resources.get(dns_name, ()))),
         problems=tuple(problems),
         plain_nodes=tuple(plain_nodes),
     )
