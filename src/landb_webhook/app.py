@@ -55,6 +55,12 @@ class Resources:
         self.servers.close()
 
 
+def health_policy(settings: Settings) -> HealthPolicy:
+    return HealthPolicy(
+        grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
+    )
+
+
 def provider_options(settings: Settings) -> ProviderOptions:
     return ProviderOptions(
         dns_domain=settings.dns_domain,
@@ -65,9 +71,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
         write_concurrency=settings.write_concurrency,
         inventory_max_age=settings.inventory_max_age,
         dry_run=settings.dry_run,
-        health=HealthPolicy(
-            grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
-        ),
+        health=health_policy(settings),
         adopt_existing=settings.adopt_existing,
         removal_guard=RemovalGuard(
             max_share=settings.max_removal_share,

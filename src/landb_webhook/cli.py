@@ -32,8 +32,8 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.adopt import plan_adoption, store_claims
 from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
-from landb_webhook.provider.status import read_status
-from landb_webhook.report import adoption_text, status_json, status_table
+from landb_webhook.provider.status import ClusterStatus, read_status
+from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
 from landb_webhook.webhook.app import create_api_app, create_health_app
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
@@ -86,10 +86,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
         description=textwrap.fill(
             "Write the TXT ownership claims external-dns' txt registry would write for OWNER_ID, for "
             "aliases already on the cluster's ingress nodes (set by hand or by the landb-alias-controller). "
-            "No server metadata is written: every alias keeps its N. Prints what it claims and what it "
-            "leaves, and why. Takes every setting of 'serve' (kubeconfig, OpenStack credentials, ownership "
-            "store), as flags or LANDB_* variables; --dry-run writes nothing."
+            "No server metadata is written: every alias keeps its N. Prints the namespace and ConfigMap it "
+            "writes, what it claims and what it leaves, and why. Takes every setting of 'serve' (kubeconfig, "
+            "OpenStack credentials, ownership store), as flags or LANDB_* variables, except one: only "
+            f"--dry-run makes adopt write nothing; {ENV_PREFIX}DRY_RUN, the webhook's setting (the chart "
+            "sets it), does not apply to adopt, which says so when it is set."
         ),
+        usage=f"{PROG} adopt --owner-id OWNER_ID (--names NAMES | --all-unclaimed) [--dry-run] [settings]",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     adopt.add_argument(
@@ -105,6 +108,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
     adopt.add_argument("--txt-prefix", default="", help="external-dns' --txt-prefix (default: none)")
     adopt.add_argument("--txt-suffix", default="", help="external-dns' --txt-suffix (default: none)")
     _settings_flags(adopt)
+    _flag(adopt, "dry_run").help = (
+        f"print what would be claimed and write nothing; the only switch: {ENV_PREFIX}DRY_RUN does not "
+        "apply to adopt"
+    )
 
     status = commands.add_parser(
         "status",
@@ -114,11 +121,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
             "print per name its carriers with their N and who claims it, then what needs a human. "
             "Takes every setting of 'serve'."
         )
+        + "\n\nPrints first what it read: the ingress selector, the registry, the namespace and ConfigMap "
+        "of the claims (and where the namespace came from), the writer Lease's holder."
         + f"\n\nExit codes: 0 nothing needs a human; {EXIT_NEEDS_A_HUMAN} something does (listed under "
         f"'Needs a human' / needs_human); {EXIT_CANNOT_START} the cluster or the cloud could not be read; "
         f"{EXIT_INVALID_SETTINGS} invalid settings or arguments.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    status.usage = f"{PROG} status [--output {{table,json}}] [settings]"
     status.add_argument(
         "--output", choices=("table", "json"), default="table", help="table (default) or json"
     )
@@ -172,6 +182,10 @@ def _settings_flags(command: argparse.ArgumentParser) -> CliSettingsSource[Setti
     return flags
 
 
+def _flag(parser: argparse.ArgumentParser, dest: str) -> argparse.Action:
+    return next(action for action in parser._actions if action.dest == dest)
+
+
 def _comma_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -205,9 +219,22 @@ def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
     return f"invalid settings: {'; '.join(problems)}. See '{PROG} serve --help'."
 
 
+def describe_unknown_variables(unknown: Sequence[str]) -> str:
+    """Why start-up stops: a misspelled ``LANDB_DRY_RUN`` would otherwise leave the real writes on."""
+    return (
+        f"unknown environment variable{'s' if len(unknown) > 1 else ''} {'; '.join(unknown)}: no setting "
+        f"has that name, so it would be ignored. Rename or unset it ('{PROG} serve --help' lists every "
+        f"{ENV_PREFIX}* setting)."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser()
     args = parser.parse_args(argv)
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        print(f"{PROG} {args.command}: {describe_unknown_variables(unknown)}", file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
     if args.command in ("serve", "adopt", "status"):
         try:
             settings = load_settings(args, args.settings_flags)
@@ -244,8 +271,6 @@ def serve(settings: Settings) -> int:
     Raises SettingError for a setting that cannot work here (a port in use, an unusable file).
     """
     configure_logging(settings.log_level, settings.log_format)
-    for name in unknown_variables(os.environ):
-        _log.warning("unknown environment variable ignored", variable=name)
     api_listener = _listen("api_port", settings.api_host, settings.api_port)
     try:
         health_listener = _listen("health_port", settings.health_host, settings.health_port)
@@ -322,9 +347,16 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{PROG} adopt: {problem}", file=sys.stderr)
         return EXIT_INVALID_SETTINGS
     labels = None if args.all_unclaimed else [_label(name, settings.dns_domain) for name in args.names]
+    dry_run = bool(getattr(args, "dry_run", False))  # the flag only: the setting is the webhook's
+    if settings.dry_run and not hasattr(args, "dry_run"):
+        print(
+            f"{PROG} adopt: {ENV_PREFIX}DRY_RUN=true is the webhook's setting and does not apply to adopt: "
+            "the claims below are written. Pass --dry-run to see them first.",
+            file=sys.stderr,
+        )
 
     def run(ports: Ports) -> int:
-        found = read_status(ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain)
+        found = _read_status(settings, ports)
         plan = plan_adoption(
             found,
             owner_id=args.owner_id,
@@ -333,8 +365,8 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             txt_suffix=args.txt_suffix,
             domain=settings.dns_domain,
         )
-        stored = None if settings.dry_run else len(store_claims(ports.ownership, plan))
-        print(adoption_text(plan, dry_run=settings.dry_run, stored=stored))
+        stored = None if dry_run else len(store_claims(ports.ownership, plan))
+        print(adoption_text(plan, _read_from(settings, lease=False), dry_run=dry_run, stored=stored))
         return 0
 
     return _one_shot("adopt", settings, run)
@@ -367,11 +399,51 @@ def status(settings: Settings, *, output: str) -> int:
     """Print the status of every alias; exit non-zero when something needs a human."""
 
     def run(ports: Ports) -> int:
-        found = read_status(ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain)
-        print(status_json(found) if output == "json" else status_table(found))
+        found = _read_status(settings, ports)
+        read_from = _read_from(settings, lease=True)
+        print(status_json(found, read_from) if output == "json" else status_table(found, read_from))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
 
     return _one_shot("status", settings, run)
+
+
+def _read_status(settings: Settings, ports: Ports) -> ClusterStatus:
+    from landb_webhook.app import health_policy  # noqa: PLC0415 (imports every adapter)
+
+    return read_status(
+        ports.nodes,
+        ports.servers,
+        ports.ownership,
+        domain=settings.dns_domain,
+        health=health_policy(settings),
+    )
+
+
+def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
+    """Where the claims are read and written, and (``lease``) who holds the writer Lease now."""
+    from landb_webhook.adapters.kubeclient import api_client_for  # noqa: PLC0415 (same)
+    from landb_webhook.adapters.lease import LeaseElector  # noqa: PLC0415 (imports the kubernetes client)
+    from landb_webhook.adapters.ownership import ownership_namespace  # noqa: PLC0415 (same)
+
+    namespace = ownership_namespace(settings)
+    holder = "not read"
+    if not settings.leader_election:
+        holder = f"off ({ENV_PREFIX}LEADER_ELECTION=false)"
+    elif lease:
+        api_client = api_client_for(settings.kubeconfig)
+        try:
+            elector = LeaseElector.from_settings(settings, api_client)
+            holder = f"{elector.namespace}/{elector.name}: {elector.read_holder()}"
+        finally:
+            api_client.close()  # type: ignore[no-untyped-call]
+    return ReadFrom(
+        ingress_selector=settings.ingress_selector,
+        registry=settings.registry,
+        namespace=namespace.name,
+        namespace_source=namespace.source,
+        configmap=settings.ownership_configmap,
+        writer_lease=holder,
+    )
 
 
 def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> int:

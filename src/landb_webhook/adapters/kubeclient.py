@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,41 @@ log = structlog.get_logger(__name__)
 
 UPSTREAM = "kubernetes"
 _MAX_REASON_LENGTH = 200
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    source: str
+    """Where the name came from, for the operator: a setting, the service account, a kubeconfig context."""
+
+
+def current_namespace(
+    kubeconfig: Path | None, *, service_account_file: Path = SERVICE_ACCOUNT_NAMESPACE
+) -> Namespace:
+    """The namespace kubectl would use with the configuration :func:`api_client_for` loads: in a pod,
+    the service account's; elsewhere, the kubeconfig's current context's; else ``default``.
+
+    A command run from a workstation then reads and writes where the webhook in the cluster does,
+    provided the context names that namespace (``kubectl config set-context --current --namespace=...``).
+    """
+    if kubeconfig is None:
+        try:
+            in_cluster = service_account_file.read_text(encoding="utf-8").strip()
+        except OSError:
+            in_cluster = ""
+        if in_cluster:
+            return Namespace(in_cluster, f"the service account's namespace ({service_account_file})")
+    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG", "~/.kube/config")
+    try:
+        _, context = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+    except Exception:  # no usable kubeconfig: api_client_for says why
+        return Namespace("default", "default: no service account and no kubeconfig context")
+    name = (context.get("context") or {}).get("namespace")
+    if name:
+        return Namespace(str(name), f"the namespace of kubeconfig context {context.get('name')!r} ({path})")
+    return Namespace("default", f"default: kubeconfig context {context.get('name')!r} names no namespace")
 
 
 def api_client_for(kubeconfig: Path | None) -> client.ApiClient:

@@ -16,7 +16,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.ports import Node, NodeSource, OwnershipStore, ServerStore
-from landb_webhook.provider.health import HealthPolicy, judge
+from landb_webhook.provider.health import NO_CONTROLLER, HealthPolicy, judge
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of, resource_of
 
@@ -41,10 +41,16 @@ class NodeStatus:
 
     @property
     def health(self) -> str:
-        """``Ready`` or ``NotReady``, then ``deleting`` and ``cordoned`` when they apply."""
+        """``Ready`` or ``NotReady``, then ``deleting``, ``cordoned``, ``no-Ready-controller-pod``."""
         words = ["Ready" if self.ready else "NotReady"]
         words += [
-            w for w, applies in (("deleting", self.deleting), ("cordoned", self.unschedulable)) if applies
+            w
+            for w, applies in (
+                ("deleting", self.deleting),
+                ("cordoned", self.unschedulable),
+                ("no-Ready-controller-pod", NO_CONTROLLER in self.problems),
+            )
+            if applies
         ]
         return ",".join(words)
 
