@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -106,6 +107,8 @@ def build_ports(
     except Exception as error:  # only local files and the environment are read here
         where = settings.kubeconfig or "in-cluster service account, then $KUBECONFIG"
         raise SettingError("kubeconfig", f"no usable Kubernetes configuration ({where}): {error}") from None
+    if settings.os_cloud_conf is None and (problem := cloudconf.clouds_yaml_problem(settings.os_cloud)):
+        raise SettingError("os_cloud", problem)
     nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
     servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
     ownership: OwnershipStore
@@ -148,6 +151,28 @@ def build_provider(
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
     return provider, resources
+
+
+def ask_openstack_once(resources: Resources) -> threading.Thread:
+    """One cheap call (the metadata quota) in the background at start-up: /readyz says ready only once
+    OpenStack has answered, and this gets that answer, or the reason, before external-dns' first loop."""
+
+    def ask() -> None:
+        try:
+            quota = resources.servers.max_metadata_items()
+        except UpstreamError as error:
+            log.error(
+                "OpenStack did not answer at start-up: not ready until a call succeeds",
+                error=str(error),
+                hint="check the credentials (LANDB_OS_CLOUD or LANDB_OS_CLOUD_CONF) and that Keystone and "
+                "Nova are reachable from the pod",
+            )
+        else:
+            log.info("OpenStack answered", metadata_key_quota=quota)
+
+    thread = threading.Thread(target=ask, name="landb-openstack-first-call", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextmanager

@@ -300,7 +300,7 @@ def freeze_startup_objects() -> None:
 
 def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
     """Serve the webhook on already-bound sockets with the provider ``landb_webhook.app`` builds."""
-    from landb_webhook.app import build_provider  # noqa: PLC0415 (imports every adapter: not for --help)
+    from landb_webhook.app import ask_openstack_once, build_provider  # noqa: PLC0415 (not for --help)
 
     metrics = Metrics.create()
     try:
@@ -317,6 +317,7 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         health_listener.close()
         return EXIT_CANNOT_START
     closeable: _Closeable = resources
+    ask_openstack_once(resources)
     try:
         servers = HttpServers(
             [

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from landb_webhook.adapters.openstack import FAILURE_WINDOW, OpenStackServerStore
+from landb_webhook.adapters.openstack import FAILURE_WINDOW, NOT_ANSWERED_YET, OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, UpstreamError
@@ -77,7 +77,7 @@ def test_refused_credentials_are_auth_errors_and_make_openstack_unavailable(
         client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, metrics=metrics
     )
     try:
-        assert store.unavailable() is None  # nothing known before the first call
+        assert store.unavailable() == NOT_ANSWERED_YET  # untried credentials are not known to work
         with pytest.raises(UpstreamError):
             store.max_metadata_items()
         reason = store.unavailable()

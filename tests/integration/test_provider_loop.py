@@ -423,6 +423,12 @@ def test_every_successful_loop_advances_the_sync_timestamp_even_when_nothing_is_
 
 def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> None:
     cluster = make_cluster()
+    untried = cluster.provider.readiness()
+    assert (untried.ready, untried.reason) == (
+        False,
+        "OpenStack: no call has succeeded since start-up (credentials untried)",
+    )
+    cluster.provider.records()
     assert cluster.provider.readiness().ready
 
     password = cluster.sim.state.credentials.password
@@ -434,7 +440,7 @@ def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> 
         cluster.provider.records()
     readiness = cluster.provider.readiness()
     assert not readiness.ready
-    assert readiness.reason.startswith("the last OpenStack call failed: keystone:")
+    assert readiness.reason.startswith("OpenStack: keystone:")
     assert "401" in readiness.reason and password not in readiness.reason
 
     cluster.sim.state.clear_faults()

@@ -175,6 +175,61 @@ def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
         assert text in error
 
 
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["serve"], "no OpenStack credentials: the OS_CLOUD / OS_* environment gives no auth_url"),
+        (["status", "--os-cloud=prod"], "cloud 'prod' is not in clouds.yaml ({clouds_yaml})"),
+    ],
+)
+def test_without_openstack_credentials_start_up_names_the_settings_and_exit_2(
+    argv: list[str],
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in [name for name in os.environ if name.startswith("OS_")]:
+        monkeypatch.delenv(name)
+    clouds_yaml = tmp_path / "clouds.yaml"
+    clouds_yaml.write_text("clouds: {}\n")  # read before any clouds.yaml of the machine's
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds_yaml))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+
+    try:
+        code = main(
+            [
+                *argv,
+                f"--kubeconfig={kubeconfig}",
+                "--api-port=0",
+                "--health-host=127.0.0.1",
+                "--health-port=0",
+            ]
+        )
+    finally:
+        reset_logging()
+
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"landb-webhook {argv[0]}: invalid settings: --os-cloud (LANDB_OS_CLOUD): "
+        f"{problem.format(clouds_yaml=clouds_yaml)}; set LANDB_OS_CLOUD_CONF to the cluster's cloud.conf "
+        "(Secret kube-system/cloud-config, key cloud.conf), or LANDB_OS_CLOUD to a cloud of clouds.yaml "
+        "(./clouds.yaml, ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml, or the file "
+        "OS_CLIENT_CONFIG_FILE names), or the OS_CLOUD or OS_AUTH_URL and other OS_* variables. "
+        f"See 'landb-webhook {argv[0]} --help'.\n"
+    )
+
+
 def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -298,6 +353,7 @@ def build_provider(settings, metrics):
 
 composition_root = types.ModuleType("landb_webhook.app")
 composition_root.build_provider = build_provider
+composition_root.ask_openstack_once = lambda resources: None
 sys.modules["landb_webhook.app"] = composition_root
 
 from landb_webhook.cli import main
@@ -377,6 +433,7 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
 
     composition_root = types.ModuleType("landb_webhook.app")
     composition_root.build_provider = build_provider  # type: ignore[attr-defined]
+    composition_root.ask_openstack_once = lambda resources: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "landb_webhook.app", composition_root)
     try:
         code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", "--health-port=0"])

@@ -59,6 +59,7 @@ T = TypeVar("T")
 NOVA = "nova"
 KEYSTONE = "keystone"
 
+NOT_ANSWERED_YET = "no call has succeeded since start-up (credentials untried)"
 UNLIMITED_METADATA_ITEMS = 2**31 - 1
 """What max_metadata_items() reports when the project's quota is unlimited (Nova says -1)."""
 
@@ -126,6 +127,8 @@ class OpenStackServerStore:
         self._lock = threading.Lock()
         self._last_failure: tuple[float, str] | None = None
         """When and why the last call failed for a reason that is OpenStack's; None after a success."""
+        self._answered = False
+        """A call has succeeded since start-up: until then the webhook is not known to work."""
         self._conn: openstack.connection.Connection | None = None
         self._max_metadata_items: tuple[int, float] | None = None
 
@@ -302,11 +305,12 @@ class OpenStackServerStore:
         """Why OpenStack cannot be used, if the last call failed within the failure window; else None.
 
         A Nova answer about one request (a locked server's 409, a 404, a rejected value) says nothing
-        against OpenStack itself and does not count; refused credentials, 5xx and timeouts do.
+        against OpenStack itself and does not count; refused credentials, 5xx and timeouts do. Before
+        the first success, the credentials are untried: :data:`NOT_ANSWERED_YET`.
         """
         failure = self._last_failure
         if failure is None or self._clock() - failure[0] > self._failure_window:
-            return None
+            return None if self._answered else NOT_ANSWERED_YET
         return failure[1]
 
     def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T], *, api: str) -> T:
@@ -374,10 +378,13 @@ class OpenStackServerStore:
         if error is None:
             result = "ok"
             self._last_failure = None
+            self._answered = True
         else:
             result = "auth_error" if error.upstream == KEYSTONE else "error"
             if not _about_one_request(exc):
                 self._last_failure = (now, str(error))
+            else:  # Nova answered, about that one request
+                self._answered = True
         if self._metrics is not None:
             self._metrics.openstack_api_calls_total.labels(operation=api, result=result).inc()
             self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
