@@ -46,6 +46,8 @@ EXIT_INVALID_SETTINGS = 2
 EXIT_CANNOT_START = 1
 EXIT_NEEDS_A_HUMAN = 3
 """``status``: the cluster and the cloud were read, and something in them needs a human."""
+EXIT_READER_LEFT = 128 + 13
+"""The shell's code for a process ended by SIGPIPE: what ``cat`` gives when ``head`` has stopped reading."""
 ONE_SHOT_SYNC_TIMEOUT = 30.0
 """Seconds ``adopt`` and ``status`` wait for the node list."""
 DEFAULT_DEMO_STATE_DIR = Path("state")
@@ -206,7 +208,7 @@ def load_settings(args: argparse.Namespace, settings_flags: CliSettingsSource[Se
     return Settings(_cli_settings_source=settings_flags(parsed_args=args))
 
 
-def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
+def describe_invalid_settings(error: ValidationError | SettingsError, command: str = "serve") -> str:
     """One paragraph naming each bad setting by its flag and variable, what is wrong and the value given."""
     if isinstance(error, SettingsError):
         return f"invalid settings: {error}."
@@ -215,8 +217,9 @@ def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
         field = str(detail["loc"][0]) if detail["loc"] else ""
         where = flag_and_variable(field) if field else "settings"
         message = str(detail["msg"]).removeprefix("Value error, ")
-        problems.append(f"{where}: {message} (got {detail['input']!r})")
-    return f"invalid settings: {'; '.join(problems)}. See '{PROG} serve --help'."
+        given = repr(detail["input"])
+        problems.append(f"{where}: {message}" + ("" if given in message else f" (got {given})"))
+    return f"invalid settings: {'; '.join(problems)}. See '{PROG} {command} --help'."
 
 
 def describe_unknown_variables(unknown: Sequence[str]) -> str:
@@ -239,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             settings = load_settings(args, args.settings_flags)
         except (ValidationError, SettingsError) as error:
-            print(f"{PROG} {args.command}: {describe_invalid_settings(error)}", file=sys.stderr)
+            print(f"{PROG} {args.command}: {describe_invalid_settings(error, args.command)}", file=sys.stderr)
             return EXIT_INVALID_SETTINGS
         try:
             if args.command == "adopt":
@@ -459,6 +462,9 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> 
     except SettingError as error:
         print(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.", file=sys.stderr)
         return EXIT_INVALID_SETTINGS
+    except BrokenPipeError:  # the reader left (status | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return EXIT_READER_LEFT
     except Exception as error:
         if isinstance(error, UpstreamError):
             print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
@@ -487,12 +493,21 @@ def _demo(args: argparse.Namespace) -> int:
     configure_logging("info", "console")
     state_dir: Path = args.state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        api_listener = bind_listener("127.0.0.1", args.api_port)
-        health_listener = bind_listener("127.0.0.1", args.health_port)
-    except OSError as error:
-        _log.error("cannot listen", reason=str(error))
-        return EXIT_CANNOT_START
+    listeners: list[socket.socket] = []
+    for flag, port in (("--api-port", args.api_port), ("--health-port", args.health_port)):
+        try:
+            listeners.append(bind_listener("127.0.0.1", port))
+        except OSError as error:
+            for listener in listeners:
+                listener.close()
+            print(
+                f"{PROG} demo: cannot listen on 127.0.0.1:{port} ({flag}): {error.strerror or error}. Is "
+                "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
+                "--health-port 18080'",
+                file=sys.stderr,
+            )
+            return EXIT_CANNOT_START
+    api_listener, health_listener = listeners
     with Simulator() as sim:
         ingress_count = 3
         ingress_names = seed_cluster(sim.state, ingress_nodes=ingress_count, workers=1)[:ingress_count]
@@ -529,10 +544,10 @@ def _demo(args: argparse.Namespace) -> int:
         return run_webhook(settings, api_listener, health_listener)
 
 
-def openstack_cli() -> str:
-    """The openstack CLI installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
-    beside = Path(sys.executable).parent / "openstack"
-    return str(beside) if beside.exists() else "openstack"
+def installed_command(name: str) -> str:
+    """``name`` installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
 
 
 def demo_instructions(
@@ -551,7 +566,9 @@ def demo_instructions(
     accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
     kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
     clouds = shlex.quote(str(state_dir / "clouds.yaml"))
-    openstack = shlex.quote(openstack_cli())
+    openstack = shlex.quote(installed_command("openstack"))
+    landb = shlex.quote(installed_command(PROG))
+    settings = f"{ENV_PREFIX}KUBECONFIG={kubeconfig} {ENV_PREFIX}OS_CLOUD={cloud_name} OS_CLIENT_CONFIG_FILE={clouds}"
     return f"""
 landb-webhook demo: webhook API on {api}, health and metrics on {health}.
 The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
@@ -571,6 +588,11 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   kubectl --kubeconfig {kubeconfig} get nodes --show-labels
   kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
   curl -s {health}/metrics | grep ^landb_webhook_
+
+  # what an operator runs on a cluster, with the webhook's settings: status (read-only), then adopt
+  # for the hand-set alias (drop --dry-run to write the claim; external-dns then owns legacy.cern.ch)
+  {settings} {landb} status
+  {settings} {landb} adopt --owner-id demo --names legacy --dry-run
 
 State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
 """

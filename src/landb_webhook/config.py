@@ -20,6 +20,10 @@ from landb_webhook.adapters.selector import (
 from landb_webhook.landb.names import validate_label
 
 ENV_PREFIX = "LANDB_"
+SELECTOR_SYNTAX = (
+    "a selector is comma-separated requirements, each key=value, key!=value, key in (a,b), "
+    "key notin (a,b), key or !key"
+)
 NOT_SETTINGS = frozenset({"LANDB_TOOLS_DIR", "LANDB_EXTERNAL_DNS", "LANDB_FAULT_SEEDS", "LANDB_CRASH_SEEDS"})
 """``LANDB_*`` names the build scripts and the tests read (where tools are cached, seeds): no setting of
 the service, and no mistake either when they are set."""
@@ -217,7 +221,12 @@ class Settings(BaseSettings):
         try:
             parse(value)
         except InvalidSelector as exc:
-            raise ValueError(str(exc)) from None
+            several = (
+                "; several separated by ';' match when any does"
+                if info.field_name == "ingress_selector"
+                else ""
+            )
+            raise ValueError(f"{exc}; {SELECTOR_SYNTAX}{several}") from None
         return value
 
     @field_validator("adopt_existing")

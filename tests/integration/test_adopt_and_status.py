@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,14 @@ from kubernetes import client
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, build_provider
-from landb_webhook.cli import EXIT_CANNOT_START, EXIT_INVALID_SETTINGS, EXIT_NEEDS_A_HUMAN, main
+from landb_webhook.cli import (
+    EXIT_CANNOT_START,
+    EXIT_INVALID_SETTINGS,
+    EXIT_NEEDS_A_HUMAN,
+    EXIT_READER_LEFT,
+    demo_instructions,
+    main,
+)
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
@@ -292,6 +302,25 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
     assert world.writes() == []
 
 
+def test_status_into_a_reader_that_left_stops_quietly(world: World) -> None:
+    controller_aliases(world)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader (head, less) has gone before the first line is written
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "landb_webhook", "status", *world.flags()],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert (process.returncode, process.stderr) == (EXIT_READER_LEFT, "")
+
+
 def test_status_of_a_tidy_cluster_exits_zero(world: World) -> None:
     for index, node in enumerate(world.nodes[:3]):
         world.set_aliases(node, **{"landb-alias": f"app--load-{index}-"})
@@ -321,6 +350,50 @@ def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> N
     code, out, err = world.run("status", f"--kubeconfig={tmp_path / 'missing'}")
     assert code == EXIT_INVALID_SETTINGS
     assert out == "" and "--kubeconfig (LANDB_KUBECONFIG)" in err
+
+
+# -- the demo's banner ----------------------------------------------------------------------------------
+
+
+def test_the_status_and_adopt_lines_the_demo_prints_work_as_printed(world: World) -> None:
+    n0 = world.nodes[0]
+    world.set_aliases(n0, **{"landb-alias": "legacy--load-0-"})
+    text = demo_instructions(
+        api="http://127.0.0.1:1",
+        health="http://127.0.0.1:2",
+        state_dir=world.config.kubeconfig.parent,
+        cloud_name=world.config.cloud_name,
+        ingress_ips=["192.0.2.1"],
+        node_name=n0,
+    )
+    lines = [shlex.split(line) for line in text.splitlines() if line.lstrip().startswith("LANDB_")]
+    assert [words[4] for words in lines] == ["status", "adopt"]
+    # Only what the line sets: none of the simulator's variables the test session exported.
+    clean = {
+        name: value for name, value in os.environ.items() if not name.startswith(("OS_", "KUBE", "LANDB_"))
+    }
+
+    ran = []
+    for words in lines:
+        assignments = dict(word.split("=", 1) for word in words[:3])
+        ran.append(
+            subprocess.run(
+                words[3:],
+                env={**clean, **assignments},
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        )
+
+    status, adopt = ran
+    assert (status.returncode, status.stderr) == (0, "")
+    assert f"Claims: ConfigMap default/{CONFIGMAP}" in status.stdout
+    assert "landb-webhook adopt --owner-id <external-dns --txt-owner-id> --names legacy" in status.stdout
+    assert (adopt.returncode, adopt.stderr) == (0, "")
+    assert adopt.stdout.splitlines()[-1] == "1 to claim, 0 left."
+    assert world.claims() == {}
 
 
 # -- adopt ---------------------------------------------------------------------------------------------

@@ -230,6 +230,38 @@ def test_without_openstack_credentials_start_up_names_the_settings_and_exit_2(
     )
 
 
+def test_a_selector_that_does_not_parse_is_shown_once_with_the_syntax(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["status", "--ingress-selector", "role in ingress"])
+
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "landb-webhook status: invalid settings: --ingress-selector (LANDB_INGRESS_SELECTOR): label selector "
+        "'role in ingress': cannot parse 'role in ingress'; a selector is comma-separated requirements, each "
+        "key=value, key!=value, key in (a,b), key notin (a,b), key or !key; several separated by ';' match "
+        "when any does. See 'landb-webhook status --help'.\n"
+    )
+
+
+def test_a_second_demo_names_the_busy_port_and_how_to_choose_another(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        code = main(["demo", "--api-port=0", f"--health-port={port}"])
+
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"landb-webhook demo: cannot listen on 127.0.0.1:{port} (--health-port): Address already in use. Is "
+        "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
+        "--health-port 18080'\n"
+    )
+
+
 def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
