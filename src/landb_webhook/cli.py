@@ -568,7 +568,13 @@ def demo_instructions(
     clouds = shlex.quote(str(state_dir / "clouds.yaml"))
     openstack = shlex.quote(installed_command("openstack"))
     landb = shlex.quote(installed_command(PROG))
-    settings = f"{ENV_PREFIX}KUBECONFIG={kubeconfig} {ENV_PREFIX}OS_CLOUD={cloud_name} OS_CLIENT_CONFIG_FILE={clouds}"
+    settings = " ".join(
+        [
+            f"{ENV_PREFIX}KUBECONFIG={kubeconfig}",
+            f"{ENV_PREFIX}OS_CLOUD={cloud_name}",
+            f"OS_CLIENT_CONFIG_FILE={clouds}",
+        ]
+    )
     return f"""
 landb-webhook demo: webhook API on {api}, health and metrics on {health}.
 The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
