@@ -95,6 +95,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
             "sets it), does not apply to adopt, which says so when it is set."
         ),
         usage=f"{PROG} adopt --owner-id OWNER_ID (--names NAMES | --all-unclaimed) [--dry-run] [settings]",
+        epilog=_environment_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     adopt.add_argument(
@@ -128,6 +129,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
         + f"\n\nExit codes: 0 nothing needs a human; {EXIT_NEEDS_A_HUMAN} something does (listed under "
         f"'Needs a human' / needs_human); {EXIT_CANNOT_START} the cluster or the cloud could not be read; "
         f"{EXIT_INVALID_SETTINGS} invalid settings or arguments.",
+        epilog=_environment_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     status.usage = f"{PROG} status [--output {{table,json}}] [settings]"
@@ -193,14 +195,22 @@ def _comma_list(value: str) -> list[str]:
 
 
 def _environment_epilog() -> str:
+    """The current value of every setting the environment changes, since the list above shows defaults."""
     present = [
         f"  {ENV_PREFIX}{field.upper()}={os.environ[ENV_PREFIX + field.upper()]}"
         for field in Settings.model_fields
         if ENV_PREFIX + field.upper() in os.environ
     ]
-    if not present:
-        return f"No {ENV_PREFIX}* variable is set: the defaults above apply."
-    return "Set in the environment now (flags override them):\n" + "\n".join(present)
+    text = (
+        "Current values: the defaults above, except these set in the environment now (a flag overrides "
+        "them):\n" + "\n".join(present)
+        if present
+        else f"Current values: the defaults above (no {ENV_PREFIX}* variable is set)."
+    )
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        text += "\n\nUnknown, so start-up stops with exit 2:\n" + "\n".join(f"  {name}" for name in unknown)
+    return text
 
 
 def load_settings(args: argparse.Namespace, settings_flags: CliSettingsSource[Settings]) -> Settings:

@@ -62,14 +62,21 @@ def test_serve_has_a_flag_for_every_setting_with_its_description_and_variable(
         assert " ".join(field.description.split()) in help_text
 
 
-def test_serve_help_shows_what_the_environment_sets(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("command", ["serve", "status", "adopt"])
+def test_help_shows_the_current_values_the_environment_sets(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LANDB_API_PORT", "9999")
+    monkeypatch.setenv("LANDB_DRYRUN", "true")
     with pytest.raises(SystemExit):
-        main(["serve", "--help"])
+        main([command, "--help"])
 
-    assert "LANDB_API_PORT=9999" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "Current values: the defaults above, except these set in the environment now (a flag overrides "
+        "them):\n  LANDB_API_PORT=9999\n\nUnknown, so start-up stops with exit 2:\n"
+        "  LANDB_DRYRUN (did you mean LANDB_DRY_RUN?)\n"
+    )
 
 
 def test_environment_applies_and_flags_override_it(monkeypatch: pytest.MonkeyPatch) -> None:
