@@ -563,7 +563,8 @@ _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
 
 def _connection_failure(text: str) -> str:
     """keystoneauth's message, urllib3's chain inside, reduced to the URL and the innermost reason:
-    ``https://keystone.example/v3/auth/tokens: cannot resolve keystone.example (Name or service not known)``."""
+    ``https://keystone.example/v3/auth/tokens: cannot resolve keystone.example (Name or service not known)``.
+    """
     url = _URL.search(text)
     unresolved = _UNRESOLVED.search(text)
     errno = _ERRNO.search(text)
