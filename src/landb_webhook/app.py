@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import structlog
+from kubernetes import client
 
 from landb_webhook.adapters import cloudconf
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
-from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
+from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, json_body, upstream_error
 from landb_webhook.adapters.lease import LeaseElector
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
@@ -175,6 +176,24 @@ def ask_openstack_once(resources: Resources) -> threading.Thread:
     return thread
 
 
+def _reach_kubernetes(settings: Settings) -> str:
+    """One list of one node, so that a one-shot command stops at once, naming the API server, when it
+    cannot be reached or refuses (rather than after the node watch's retries); returns its URL."""
+    api_client = api_client_for(settings.kubeconfig)
+    host = str(api_client.configuration.host)
+    try:
+        json_body(
+            client.CoreV1Api(api_client).list_node(
+                limit=1, _request_timeout=settings.upstream_timeout, _preload_content=False
+            )
+        )
+    except Exception as error:
+        raise upstream_error(error, f"list nodes at {host}") from None
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+    return host
+
+
 @contextmanager
 def connected_ports(settings: Settings, *, sync_timeout: float) -> Iterator[Ports]:
     """The adapters for a one-shot command, with the node inventory listed once; stopped on exit.
@@ -183,9 +202,12 @@ def connected_ports(settings: Settings, *, sync_timeout: float) -> Iterator[Port
     """
     ports, resources = build_ports(settings)
     try:
+        host = _reach_kubernetes(settings)
         ports.nodes.start()
         if not ports.nodes.wait_synced(sync_timeout):
-            raise UpstreamError(KUBERNETES, f"the node list did not arrive within {sync_timeout:g} s")
+            raise UpstreamError(
+                KUBERNETES, f"the node list from {host} did not arrive within {sync_timeout:g} s"
+            )
         yield ports
     finally:
         resources.close()

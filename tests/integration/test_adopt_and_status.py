@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -340,6 +341,28 @@ def test_status_exits_one_when_the_cloud_cannot_be_read(world: World) -> None:
     assert code == EXIT_CANNOT_START
     assert out == ""
     assert "status: cannot talk to the cluster or the cloud: nova" in err
+
+
+def test_status_stops_at_once_naming_an_api_server_it_cannot_reach(world: World, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    kubeconfig = yaml.safe_load(world.config.kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.write_text(yaml.safe_dump(kubeconfig))
+
+    code, out, err = world.run(
+        "status", flags=[f"--os-cloud={world.config.cloud_name}", f"--kubeconfig={unreachable}"]
+    )
+
+    assert (code, out) == (EXIT_CANNOT_START, "")
+    lines = err.splitlines()
+    assert lines[-1] == (
+        "landb-webhook status: cannot talk to the cluster or the cloud: kubernetes: list nodes at "
+        f"https://127.0.0.1:{port}: Connection refused"
+    )
+    assert len(lines) <= 4  # the HTTP client's own retries, then that line; no node watch retrying
 
 
 def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from landb_webhook.adapters.retry import connection_failure
 from landb_webhook.ports import UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -102,7 +103,7 @@ def upstream_error(exc: BaseException, action: str) -> UpstreamError:
         retryable = status in {0, 429} or status >= 500
         return UpstreamError(UPSTREAM, reason[:_MAX_REASON_LENGTH], retryable=retryable)
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
-        return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}", retryable=True)
+        return UpstreamError(UPSTREAM, f"{action}: {connection_failure(str(exc))}", retryable=True)
     return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}: {exc}"[:_MAX_REASON_LENGTH])
 
 

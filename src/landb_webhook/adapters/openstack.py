@@ -47,7 +47,13 @@ import structlog
 from keystoneauth1 import exceptions as ksa_exceptions
 
 from landb_webhook.adapters import cloudconf
-from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
+from landb_webhook.adapters.retry import (
+    Failure,
+    RetryPolicy,
+    connection_failure,
+    failure_of_status,
+    parse_retry_after,
+)
 from landb_webhook.config import Settings
 from landb_webhook.deadline import reply_deadline
 from landb_webhook.metrics import Metrics
@@ -537,7 +543,7 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     elif isinstance(exc, ksa_exceptions.ConnectTimeout):
         reason, retryable = "timed out", True
     elif isinstance(exc, ksa_exceptions.ConnectionError):
-        reason, retryable = f"connection failed: {_connection_failure(str(exc))}", True
+        reason, retryable = f"connection failed: {connection_failure(str(exc))}", True
     elif isinstance(exc, ksa_exceptions.DiscoveryFailure):
         reason, retryable = f"version discovery failed: {_one_line(str(exc))}", True
     elif isinstance(
@@ -554,27 +560,6 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     else:
         reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
     return UpstreamError(upstream, _shorten(f"{action}: {reason}".strip()), retryable=retryable)
-
-
-_URL = re.compile(r"connection to (\S+?):? ")
-_UNRESOLVED = re.compile(r"Failed to resolve '([^']+)' \(\[Errno [-\d]+\] ([^)]+)\)")
-_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
-
-
-def _connection_failure(text: str) -> str:
-    """keystoneauth's message, urllib3's chain inside, reduced to the URL and the innermost reason:
-    ``https://keystone.example/v3/auth/tokens: cannot resolve keystone.example (Name or service not known)``.
-    """
-    url = _URL.search(text)
-    unresolved = _UNRESOLVED.search(text)
-    errno = _ERRNO.search(text)
-    if unresolved:
-        why = f"cannot resolve {unresolved[1]} ({unresolved[2]})"
-    elif errno:
-        why = errno[1].strip()
-    else:
-        return _one_line(text)
-    return f"{url[1]}: {why}" if url else why
 
 
 def _shorten(text: str) -> str:
