@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.app import Resources, build_provider
+from landb_webhook.app import Resources, ask_openstack_once, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
@@ -446,6 +446,30 @@ def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> 
     cluster.sim.state.clear_faults()
     cluster.provider.records()
     assert cluster.provider.readiness().ready
+
+
+@pytest.mark.parametrize("keystone_refuses", [False, True])
+def test_serve_asks_openstack_once_at_start_up_and_is_ready_only_after_an_answer(
+    make_cluster: Any, keystone_refuses: bool
+) -> None:
+    cluster = make_cluster()
+    if keystone_refuses:
+        cluster.sim.state.inject_fault(
+            api="keystone", method="POST", path_pattern="/auth/tokens", status=401, times=None
+        )
+
+    with capture_logs() as logs:
+        ask_openstack_once(cluster.resources).join(timeout=30)
+
+    readiness = cluster.provider.readiness()
+    if keystone_refuses:
+        assert not readiness.ready and readiness.reason.startswith("OpenStack: keystone:")
+        [line] = [entry for entry in logs if entry["log_level"] == "error"]
+        assert line["event"] == "OpenStack did not answer at start-up: not ready until a call succeeds"
+        assert "401" in line["error"]
+    else:
+        assert readiness.ready
+        assert "OpenStack answered" in [entry["event"] for entry in logs]
 
 
 def test_readiness_waits_for_the_node_cache(simulator: Simulator, sim_clients: ClientConfig) -> None:
