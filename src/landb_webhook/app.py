@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import structlog
+from kubernetes import client
 
 from landb_webhook.adapters import cloudconf
 from landb_webhook.adapters.kubeclient import secret_values as kube_secret_values
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
-from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
+from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, json_body, upstream_error
 from landb_webhook.adapters.lease import LeaseElector
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
@@ -51,6 +53,12 @@ class Resources:
         self.servers.close()
 
 
+def health_policy(settings: Settings) -> HealthPolicy:
+    return HealthPolicy(
+        grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
+    )
+
+
 def provider_options(settings: Settings) -> ProviderOptions:
     return ProviderOptions(
         dns_domain=settings.dns_domain,
@@ -61,9 +69,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
         write_concurrency=settings.write_concurrency,
         inventory_max_age=settings.inventory_max_age,
         dry_run=settings.dry_run,
-        health=HealthPolicy(
-            grace_seconds=settings.node_grace_period, cordoned_carry=settings.cordoned_nodes_carry
-        ),
+        health=health_policy(settings),
         adopt_existing=settings.adopt_existing,
         removal_guard=RemovalGuard(
             max_share=settings.max_removal_share,
@@ -102,6 +108,8 @@ def build_ports(
     except Exception as error:  # only local files and the environment are read here
         where = settings.kubeconfig or "in-cluster service account, then $KUBECONFIG"
         raise SettingError("kubeconfig", f"no usable Kubernetes configuration ({where}): {error}") from None
+    if settings.os_cloud_conf is None and (problem := cloudconf.clouds_yaml_problem(settings.os_cloud)):
+        raise SettingError("os_cloud", problem)
     nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
     servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
     register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
@@ -155,6 +163,46 @@ def build_provider(
     return provider, resources
 
 
+def ask_openstack_once(resources: Resources) -> threading.Thread:
+    """One cheap call (the metadata quota) in the background at start-up: /readyz says ready only once
+    OpenStack has answered, and this gets that answer, or the reason, before external-dns' first loop."""
+
+    def ask() -> None:
+        try:
+            quota = resources.servers.max_metadata_items()
+        except UpstreamError as error:
+            log.error(
+                "OpenStack did not answer at start-up: not ready until a call succeeds",
+                error=str(error),
+                hint="check the credentials (LANDB_OS_CLOUD or LANDB_OS_CLOUD_CONF) and that Keystone and "
+                "Nova are reachable from the pod",
+            )
+        else:
+            log.info("OpenStack answered", metadata_key_quota=quota)
+
+    thread = threading.Thread(target=ask, name="landb-openstack-first-call", daemon=True)
+    thread.start()
+    return thread
+
+
+def _reach_kubernetes(settings: Settings) -> str:
+    """One list of one node, so that a one-shot command stops at once, naming the API server, when it
+    cannot be reached or refuses (rather than after the node watch's retries); returns its URL."""
+    api_client = api_client_for(settings.kubeconfig)
+    host = str(api_client.configuration.host)
+    try:
+        json_body(
+            client.CoreV1Api(api_client).list_node(
+                limit=1, _request_timeout=settings.upstream_timeout, _preload_content=False
+            )
+        )
+    except Exception as error:
+        raise upstream_error(error, f"list nodes at {host}") from None
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+    return host
+
+
 @contextmanager
 def connected_ports(settings: Settings, *, sync_timeout: float) -> Iterator[Ports]:
     """The adapters for a one-shot command, with the node inventory listed once; stopped on exit.
@@ -163,9 +211,12 @@ def connected_ports(settings: Settings, *, sync_timeout: float) -> Iterator[Port
     """
     ports, resources = build_ports(settings)
     try:
+        host = _reach_kubernetes(settings)
         ports.nodes.start()
         if not ports.nodes.wait_synced(sync_timeout):
-            raise UpstreamError(KUBERNETES, f"the node list did not arrive within {sync_timeout:g} s")
+            raise UpstreamError(
+                KUBERNETES, f"the node list from {host} did not arrive within {sync_timeout:g} s"
+            )
         yield ports
     finally:
         resources.close()

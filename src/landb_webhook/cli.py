@@ -32,8 +32,8 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.adopt import plan_adoption, store_claims
 from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
-from landb_webhook.provider.status import read_status
-from landb_webhook.report import adoption_text, status_json, status_table
+from landb_webhook.provider.status import ClusterStatus, read_status
+from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
 from landb_webhook.webhook.app import create_api_app, create_health_app
 from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
 from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
@@ -47,6 +47,8 @@ EXIT_INVALID_SETTINGS = 2
 EXIT_CANNOT_START = 1
 EXIT_NEEDS_A_HUMAN = 3
 """``status``: the cluster and the cloud were read, and something in them needs a human."""
+EXIT_READER_LEFT = 128 + 13
+"""The shell's code for a process ended by SIGPIPE: what ``cat`` gives when ``head`` has stopped reading."""
 ONE_SHOT_SYNC_TIMEOUT = 30.0
 """Seconds ``adopt`` and ``status`` wait for the node list."""
 DEFAULT_DEMO_STATE_DIR = Path("state")
@@ -87,10 +89,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
         description=textwrap.fill(
             "Write the TXT ownership claims external-dns' txt registry would write for OWNER_ID, for "
             "aliases already on the cluster's ingress nodes (set by hand or by the landb-alias-controller). "
-            "No server metadata is written: every alias keeps its N. Prints what it claims and what it "
-            "leaves, and why. Takes every setting of 'serve' (kubeconfig, OpenStack credentials, ownership "
-            "store), as flags or LANDB_* variables; --dry-run writes nothing."
+            "No server metadata is written: every alias keeps its N. Prints the namespace and ConfigMap it "
+            "writes, what it claims and what it leaves, and why. Takes every setting of 'serve' (kubeconfig, "
+            "OpenStack credentials, ownership store), as flags or LANDB_* variables, except one: only "
+            f"--dry-run makes adopt write nothing; {ENV_PREFIX}DRY_RUN, the webhook's setting (the chart "
+            "sets it), does not apply to adopt, which says so when it is set."
         ),
+        usage=f"{PROG} adopt --owner-id OWNER_ID (--names NAMES | --all-unclaimed) [--dry-run] [settings]",
+        epilog=_environment_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     adopt.add_argument(
@@ -106,6 +112,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
     adopt.add_argument("--txt-prefix", default="", help="external-dns' --txt-prefix (default: none)")
     adopt.add_argument("--txt-suffix", default="", help="external-dns' --txt-suffix (default: none)")
     _settings_flags(adopt)
+    _flag(adopt, "dry_run").help = (
+        f"print what would be claimed and write nothing; the only switch: {ENV_PREFIX}DRY_RUN does not "
+        "apply to adopt"
+    )
 
     status = commands.add_parser(
         "status",
@@ -115,11 +125,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
             "print per name its carriers with their N and who claims it, then what needs a human. "
             "Takes every setting of 'serve'."
         )
+        + "\n\nPrints first what it read: the ingress selector, the registry, the namespace and ConfigMap "
+        "of the claims (and where the namespace came from), the writer Lease's holder."
         + f"\n\nExit codes: 0 nothing needs a human; {EXIT_NEEDS_A_HUMAN} something does (listed under "
         f"'Needs a human' / needs_human); {EXIT_CANNOT_START} the cluster or the cloud could not be read; "
         f"{EXIT_INVALID_SETTINGS} invalid settings or arguments.",
+        epilog=_environment_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    status.usage = f"{PROG} status [--output {{table,json}}] [settings]"
     status.add_argument(
         "--output", choices=("table", "json"), default="table", help="table (default) or json"
     )
@@ -173,19 +187,31 @@ def _settings_flags(command: argparse.ArgumentParser) -> CliSettingsSource[Setti
     return flags
 
 
+def _flag(parser: argparse.ArgumentParser, dest: str) -> argparse.Action:
+    return next(action for action in parser._actions if action.dest == dest)
+
+
 def _comma_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def _environment_epilog() -> str:
+    """The current value of every setting the environment changes, since the list above shows defaults."""
     present = [
         f"  {ENV_PREFIX}{field.upper()}={os.environ[ENV_PREFIX + field.upper()]}"
         for field in Settings.model_fields
         if ENV_PREFIX + field.upper() in os.environ
     ]
-    if not present:
-        return f"No {ENV_PREFIX}* variable is set: the defaults above apply."
-    return "Set in the environment now (flags override them):\n" + "\n".join(present)
+    text = (
+        "Current values: the defaults above, except these set in the environment now (a flag overrides "
+        "them):\n" + "\n".join(present)
+        if present
+        else f"Current values: the defaults above (no {ENV_PREFIX}* variable is set)."
+    )
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        text += "\n\nUnknown, so start-up stops with exit 2:\n" + "\n".join(f"  {name}" for name in unknown)
+    return text
 
 
 def load_settings(args: argparse.Namespace, settings_flags: CliSettingsSource[Settings]) -> Settings:
@@ -193,7 +219,7 @@ def load_settings(args: argparse.Namespace, settings_flags: CliSettingsSource[Se
     return Settings(_cli_settings_source=settings_flags(parsed_args=args))
 
 
-def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
+def describe_invalid_settings(error: ValidationError | SettingsError, command: str = "serve") -> str:
     """One paragraph naming each bad setting by its flag and variable, what is wrong and the value given."""
     if isinstance(error, SettingsError):
         return f"invalid settings: {error}."
@@ -202,18 +228,32 @@ def describe_invalid_settings(error: ValidationError | SettingsError) -> str:
         field = str(detail["loc"][0]) if detail["loc"] else ""
         where = flag_and_variable(field) if field else "settings"
         message = str(detail["msg"]).removeprefix("Value error, ")
-        problems.append(f"{where}: {message} (got {detail['input']!r})")
-    return f"invalid settings: {'; '.join(problems)}. See '{PROG} serve --help'."
+        given = repr(detail["input"])
+        problems.append(f"{where}: {message}" + ("" if given in message else f" (got {given})"))
+    return f"invalid settings: {'; '.join(problems)}. See '{PROG} {command} --help'."
+
+
+def describe_unknown_variables(unknown: Sequence[str]) -> str:
+    """Why start-up stops: a misspelled ``LANDB_DRY_RUN`` would otherwise leave the real writes on."""
+    return (
+        f"unknown environment variable{'s' if len(unknown) > 1 else ''} {'; '.join(unknown)}: no setting "
+        f"has that name, so it would be ignored. Rename or unset it ('{PROG} serve --help' lists every "
+        f"{ENV_PREFIX}* setting)."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser()
     args = parser.parse_args(argv)
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        print(f"{PROG} {args.command}: {describe_unknown_variables(unknown)}", file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
     if args.command in ("serve", "adopt", "status"):
         try:
             settings = load_settings(args, args.settings_flags)
         except (ValidationError, SettingsError) as error:
-            print(f"{PROG} {args.command}: {describe_invalid_settings(error)}", file=sys.stderr)
+            print(f"{PROG} {args.command}: {describe_invalid_settings(error, args.command)}", file=sys.stderr)
             return EXIT_INVALID_SETTINGS
         try:
             if args.command == "adopt":
@@ -245,8 +285,6 @@ def serve(settings: Settings) -> int:
     Raises SettingError for a setting that cannot work here (a port in use, an unusable file).
     """
     configure_logging(settings.log_level, settings.log_format)
-    for name in unknown_variables(os.environ):
-        _log.warning("unknown environment variable ignored", variable=name)
     api_listener = _listen("api_port", settings.api_host, settings.api_port)
     try:
         health_listener = _listen("health_port", settings.health_host, settings.health_port)
@@ -276,7 +314,7 @@ def freeze_startup_objects() -> None:
 
 def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
     """Serve the webhook on already-bound sockets with the provider ``landb_webhook.app`` builds."""
-    from landb_webhook.app import build_provider  # noqa: PLC0415 (imports every adapter: not for --help)
+    from landb_webhook.app import ask_openstack_once, build_provider  # noqa: PLC0415 (not for --help)
 
     metrics = Metrics.create()
     try:
@@ -294,6 +332,7 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         return EXIT_CANNOT_START
     closeable: _Closeable = resources
     progress = CallProgress(STALL_AFTER_DEADLINES * settings.request_timeout)
+    ask_openstack_once(resources)
     try:
         servers = HttpServers(
             [
@@ -329,9 +368,16 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{PROG} adopt: {problem}", file=sys.stderr)
         return EXIT_INVALID_SETTINGS
     labels = None if args.all_unclaimed else [_label(name, settings.dns_domain) for name in args.names]
+    dry_run = bool(getattr(args, "dry_run", False))  # the flag only: the setting is the webhook's
+    if settings.dry_run and not hasattr(args, "dry_run"):
+        print(
+            f"{PROG} adopt: {ENV_PREFIX}DRY_RUN=true is the webhook's setting and does not apply to adopt: "
+            "the claims below are written. Pass --dry-run to see them first.",
+            file=sys.stderr,
+        )
 
     def run(ports: Ports) -> int:
-        found = read_status(ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain)
+        found = _read_status(settings, ports)
         plan = plan_adoption(
             found,
             owner_id=args.owner_id,
@@ -340,8 +386,8 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             txt_suffix=args.txt_suffix,
             domain=settings.dns_domain,
         )
-        stored = None if settings.dry_run else len(store_claims(ports.ownership, plan))
-        print(adoption_text(plan, dry_run=settings.dry_run, stored=stored))
+        stored = None if dry_run else len(store_claims(ports.ownership, plan))
+        print(adoption_text(plan, _read_from(settings, lease=False), dry_run=dry_run, stored=stored))
         return 0
 
     return _one_shot("adopt", settings, run)
@@ -374,13 +420,54 @@ def status(settings: Settings, *, output: str) -> int:
     """Print the status of every alias; exit non-zero when something needs a human."""
 
     def run(ports: Ports) -> int:
-        found = read_status(
-            ports.nodes, ports.servers, ports.ownership, domain=settings.dns_domain, state=ports.state
-        )
-        print(status_json(found) if output == "json" else status_table(found))
+        found = _read_status(settings, ports, departed=True)
+        read_from = _read_from(settings, lease=True)
+        print(status_json(found, read_from) if output == "json" else status_table(found, read_from))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
 
     return _one_shot("status", settings, run)
+
+
+def _read_status(settings: Settings, ports: Ports, *, departed: bool = False) -> ClusterStatus:
+    """``departed``: include the servers of nodes that left, as the webhook remembers them (``status``
+    shows them; adoption plans from the cluster's own nodes only)."""
+    from landb_webhook.app import health_policy  # noqa: PLC0415 (imports every adapter)
+
+    return read_status(
+        ports.nodes,
+        ports.servers,
+        ports.ownership,
+        domain=settings.dns_domain,
+        health=health_policy(settings),
+        state=ports.state if departed else None,
+    )
+
+
+def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
+    """Where the claims are read and written, and (``lease``) who holds the writer Lease now."""
+    from landb_webhook.adapters.kubeclient import api_client_for  # noqa: PLC0415 (same)
+    from landb_webhook.adapters.lease import LeaseElector  # noqa: PLC0415 (imports the kubernetes client)
+    from landb_webhook.adapters.ownership import ownership_namespace  # noqa: PLC0415 (same)
+
+    namespace = ownership_namespace(settings)
+    holder = "not read"
+    if not settings.leader_election:
+        holder = f"off ({ENV_PREFIX}LEADER_ELECTION=false)"
+    elif lease:
+        api_client = api_client_for(settings.kubeconfig)
+        try:
+            elector = LeaseElector.from_settings(settings, api_client)
+            holder = f"{elector.namespace}/{elector.name}: {elector.read_holder()}"
+        finally:
+            api_client.close()  # type: ignore[no-untyped-call]
+    return ReadFrom(
+        ingress_selector=settings.ingress_selector,
+        registry=settings.registry,
+        namespace=namespace.name,
+        namespace_source=namespace.source,
+        configmap=settings.ownership_configmap,
+        writer_lease=holder,
+    )
 
 
 def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> int:
@@ -395,6 +482,9 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> 
     except SettingError as error:
         print(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.", file=sys.stderr)
         return EXIT_INVALID_SETTINGS
+    except BrokenPipeError:  # the reader left (status | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return EXIT_READER_LEFT
     except Exception as error:
         if isinstance(error, UpstreamError):
             print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
@@ -423,12 +513,21 @@ def _demo(args: argparse.Namespace) -> int:
     configure_logging("info", "console")
     state_dir: Path = args.state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        api_listener = bind_listener("127.0.0.1", args.api_port)
-        health_listener = bind_listener("127.0.0.1", args.health_port)
-    except OSError as error:
-        _log.error("cannot listen", reason=str(error))
-        return EXIT_CANNOT_START
+    listeners: list[socket.socket] = []
+    for flag, port in (("--api-port", args.api_port), ("--health-port", args.health_port)):
+        try:
+            listeners.append(bind_listener("127.0.0.1", port))
+        except OSError as error:
+            for listener in listeners:
+                listener.close()
+            print(
+                f"{PROG} demo: cannot listen on 127.0.0.1:{port} ({flag}): {error.strerror or error}. Is "
+                "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
+                "--health-port 18080'",
+                file=sys.stderr,
+            )
+            return EXIT_CANNOT_START
+    api_listener, health_listener = listeners
     with Simulator() as sim:
         ingress_count = 3
         ingress_names = seed_cluster(sim.state, ingress_nodes=ingress_count, workers=1)[:ingress_count]
@@ -465,10 +564,10 @@ def _demo(args: argparse.Namespace) -> int:
         return run_webhook(settings, api_listener, health_listener)
 
 
-def openstack_cli() -> str:
-    """The openstack CLI installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
-    beside = Path(sys.executable).parent / "openstack"
-    return str(beside) if beside.exists() else "openstack"
+def installed_command(name: str) -> str:
+    """``name`` installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
 
 
 def demo_instructions(
@@ -487,7 +586,15 @@ def demo_instructions(
     accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
     kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
     clouds = shlex.quote(str(state_dir / "clouds.yaml"))
-    openstack = shlex.quote(openstack_cli())
+    openstack = shlex.quote(installed_command("openstack"))
+    landb = shlex.quote(installed_command(PROG))
+    settings = " ".join(
+        [
+            f"{ENV_PREFIX}KUBECONFIG={kubeconfig}",
+            f"{ENV_PREFIX}OS_CLOUD={cloud_name}",
+            f"OS_CLIENT_CONFIG_FILE={clouds}",
+        ]
+    )
     return f"""
 landb-webhook demo: webhook API on {api}, health and metrics on {health}.
 The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
@@ -507,6 +614,11 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   kubectl --kubeconfig {kubeconfig} get nodes --show-labels
   kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
   curl -s {health}/metrics | grep ^landb_webhook_
+
+  # what an operator runs on a cluster, with the webhook's settings: status (read-only), then adopt
+  # for the hand-set alias (drop --dry-run to write the claim; external-dns then owns legacy.cern.ch)
+  {settings} {landb} status
+  {settings} {landb} adopt --owner-id demo --names legacy --dry-run
 
 State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
 """

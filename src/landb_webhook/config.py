@@ -20,6 +20,13 @@ from landb_webhook.adapters.selector import (
 from landb_webhook.landb.names import validate_label
 
 ENV_PREFIX = "LANDB_"
+SELECTOR_SYNTAX = (
+    "a selector is comma-separated requirements, each key=value, key!=value, key in (a,b), "
+    "key notin (a,b), key or !key"
+)
+NOT_SETTINGS = frozenset({"LANDB_TOOLS_DIR", "LANDB_EXTERNAL_DNS", "LANDB_FAULT_SEEDS", "LANDB_CRASH_SEEDS"})
+"""``LANDB_*`` names the build scripts and the tests read (where tools are cached, seeds): no setting of
+the service, and no mistake either when they are set."""
 
 
 def flag_and_variable(field: str) -> str:
@@ -222,7 +229,12 @@ class Settings(BaseSettings):
         try:
             parse(value)
         except InvalidSelector as exc:
-            raise ValueError(str(exc)) from None
+            several = (
+                "; several separated by ';' match when any does"
+                if info.field_name == "ingress_selector"
+                else ""
+            )
+            raise ValueError(f"{exc}; {SELECTOR_SYNTAX}{several}") from None
         return value
 
     @field_validator("adopt_existing")
@@ -293,12 +305,13 @@ class Settings(BaseSettings):
 
 
 def unknown_variables(environment: Mapping[str, str]) -> list[str]:
-    """``LANDB_*`` variables that set nothing (a typo is silently ignored otherwise), each with a hint."""
+    """``LANDB_*`` variables that set nothing (a typo would be silently ignored otherwise), each with a
+    hint; the tooling's own names (:data:`NOT_SETTINGS`) are not counted."""
     known = [field.upper() for field in Settings.model_fields]
     found = []
     for name in sorted(environment):
         suffix = name.removeprefix(ENV_PREFIX)
-        if name.startswith(ENV_PREFIX) and suffix not in known:
+        if name.startswith(ENV_PREFIX) and suffix not in known and name not in NOT_SETTINGS:
             close = difflib.get_close_matches(suffix, known, n=1, cutoff=0.8)
             found.append(f"{name} (did you mean {ENV_PREFIX}{close[0]}?)" if close else name)
     return found

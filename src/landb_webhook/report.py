@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from landb_webhook.provider.adopt import AdoptionPlan, Decision
@@ -15,15 +16,37 @@ from landb_webhook.provider.status import ClusterStatus, Holding, NameStatus
 NONE = "none"
 
 
-def status_json(status: ClusterStatus) -> str:
+@dataclass(frozen=True)
+class ReadFrom:
+    """What a command read and writes, so an operator can tell it looked where the webhook looks."""
+
+    ingress_selector: str
+    registry: str
+    namespace: str
+    namespace_source: str
+    configmap: str
+    writer_lease: str
+    """``<namespace>/<name>: <holder>``, or why it is not known."""
+
+    def lines(self) -> list[str]:
+        return [
+            f"Ingress selector: {self.ingress_selector}   Registry: {self.registry}",
+            f"Claims: ConfigMap {self.namespace}/{self.configmap} (namespace from {self.namespace_source})",
+            f"Writer lease: {self.writer_lease}",
+        ]
+
+
+def status_json(status: ClusterStatus, read_from: ReadFrom) -> str:
     """Every field of the status; ``needs_human`` lists what makes ``status`` exit non-zero."""
     document: dict[str, Any] = {
+        "read_from": asdict(read_from),
         "names": [
             {
                 "name": name.dns_name,
                 "label": name.label,
                 "claimed": name.claimed,
                 "owners": list(name.owners),
+                "resources": list(name.resources),
                 "carriers": [_holding_json(h) for h in name.holdings],
                 "plain_alias_nodes": list(name.plain_nodes),
                 "problems": list(name.problems),
@@ -37,6 +60,8 @@ def status_json(status: ClusterStatus) -> str:
                 "ready": node.ready,
                 "deleting": node.deleting,
                 "unschedulable": node.unschedulable,
+                "problems": list(node.problems),
+                "internal_ips": list(node.internal_ips),
                 "server_id": node.server_id,
                 "server_name": node.server_name,
             }
@@ -74,15 +99,18 @@ def status_json(status: ClusterStatus) -> str:
     return json.dumps(document, indent=2)
 
 
-def status_table(status: ClusterStatus) -> str:
+def status_table(status: ClusterStatus, read_from: ReadFrom) -> str:
     ingress = sum(1 for node in status.nodes if node.ingress)
     lines = [
+        *read_from.lines(),
+        "",
         *_columns(
-            ("NAME", "CLAIM", "CARRIERS"),
+            ("NAME", "CLAIM", "INGRESS", "CARRIERS"),
             [
                 (
                     name.dns_name,
                     _claim_text(name.claimed, name.owners),
+                    ", ".join(name.resources) or "-",
                     _name_carriers_text(name),
                 )
                 for name in status.names
@@ -91,12 +119,13 @@ def status_table(status: ClusterStatus) -> str:
         "",
         f"NODES: {len(status.nodes)}, {ingress} matching the ingress selector",
         *_columns(
-            ("NODE", "ROLE", "HEALTH", "SERVER"),
+            ("NODE", "ROLE", "HEALTH", "IPS", "SERVER"),
             [
                 (
                     node.name,
                     "ingress" if node.ingress else "-",
                     node.health,
+                    ",".join(node.internal_ips) or "-",
                     node.server_name or "(no server)",
                 )
                 for node in status.nodes
@@ -139,13 +168,29 @@ def status_table(status: ClusterStatus) -> str:
         lines += [f"Needs a human ({len(attention)}):", *(f"  - {item}" for item in attention)]
     else:
         lines.append("Nothing needs a human.")
-    return "\n".join(lines)
+    return "\n".join(lines + _next_steps(status, attention))
 
 
-def adoption_text(plan: AdoptionPlan, *, dry_run: bool, stored: int | None = None) -> str:
+def _next_steps(status: ClusterStatus, attention: Sequence[str]) -> list[str]:
+    unclaimed = [name.label for name in status.names if not name.claimed and name.holdings]
+    steps = []
+    if unclaimed:
+        steps.append(
+            f"{len(unclaimed)} name(s) without a claim, which external-dns leaves alone; to hand them over: "
+            f"landb-webhook adopt --owner-id <external-dns --txt-owner-id> --names {','.join(unclaimed)} "
+            "--dry-run (then again without --dry-run)"
+        )
+    if attention:
+        steps.append("fix what needs a human, then run status again: it exits 0 when nothing does")
+    return ["", "Next:", *(f"  - {step}" for step in steps)] if steps else []
+
+
+def adoption_text(
+    plan: AdoptionPlan, read_from: ReadFrom, *, dry_run: bool, stored: int | None = None
+) -> str:
     header = f"Adopting existing aliases for owner id {plan.owner_id}"
     header += " (dry run: nothing is written)" if dry_run else ""
-    lines = [header]
+    lines = [header, *read_from.lines()[:2], ""]
     lines += _columns(
         ("", "NAME", "CLAIM", "CARRIERS", ""),
         [("claim", d.dns_name, _claim_name(d), _carriers_text(d.holdings), d.reason) for d in plan.claims]

@@ -362,7 +362,9 @@ class WebhookProcess:
             "LANDB_HEALTH_PORT": str(self.health_port),
         }
 
-    def start(self) -> None:
+    def start(self, *, ready: bool = True) -> None:
+        """Start and wait until it serves; ``ready``: also until /readyz answers 200 (OpenStack and the
+        node cache have answered), else only /healthz and negotiation."""
         if self._process is not None:
             raise RuntimeError("webhook already running")
         self._log = self.log_path.open("ab")
@@ -375,7 +377,7 @@ class WebhookProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_until_ready()
+        self._wait_until_ready(ready)
 
     def stop(self) -> None:
         if self._process is not None:
@@ -392,9 +394,9 @@ class WebhookProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def _wait_until_ready(self) -> None:
-        """Poll /healthz, /readyz and negotiation until all answer 200, the process dies, or the
-        deadline passes."""
+    def _wait_until_ready(self, ready: bool = True) -> None:
+        """Poll /healthz, /readyz (when ``ready``) and negotiation until all answer 200, the process
+        dies, or the deadline passes."""
         assert self._process is not None
         deadline = time.monotonic() + READY_TIMEOUT
         last_problem = "not polled yet"
@@ -413,7 +415,7 @@ class WebhookProcess:
             except OSError as exc:
                 last_problem = str(exc)
             else:
-                if health_status == ready_status == api_status == 200:
+                if health_status == api_status == 200 and (ready_status == 200 or not ready):
                     return
                 last_problem = (
                     f"/healthz -> {health_status}, /readyz -> {ready_status}, GET / -> {api_status}"

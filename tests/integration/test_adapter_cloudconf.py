@@ -50,7 +50,13 @@ def test_servers_are_read_with_the_credentials_of_a_cloud_conf(
         ("[Other]\nauth-url=x\n", r"no \[Global\] section"),
         ("[Global]\npassword=hunter2-secret\n", "no auth-url"),
         ("[Global]\nauth-url=https://keystone.cern.ch/v3\nuser-id=u\n", "neither a password"),
-        ("not an ini file at all hunter2-secret", "cannot read"),
+        (
+            "not an ini file at all hunter2-secret",
+            r"is not a cloud.conf: line 1 comes before any \[section\] header; "
+            r"the file starts with \[Global\]",
+        ),
+        ("[Global]\npassword=hunter2-secret\npassword=hunter2-secret\n", r"\[Global\] password is set twice"),
+        ("[Global]\nauth-url=x\nhunter2-secret\n", "line 3 is neither `key = value` nor a"),
     ],
 )
 def test_an_unusable_cloud_conf_says_why_without_quoting_it(tmp_path: Path, text: str, why: str) -> None:
@@ -59,6 +65,18 @@ def test_an_unusable_cloud_conf_says_why_without_quoting_it(tmp_path: Path, text
     with pytest.raises(CloudConfError, match=why) as raised:
         connection_options(path)
     assert "hunter2" not in str(raised.value)
+
+
+def test_a_missing_cloud_conf_says_where_it_comes_from(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.conf"
+
+    with pytest.raises(CloudConfError) as raised:
+        connection_options(path)
+
+    assert str(raised.value) == (
+        f"cannot read {path}: No such file or directory; mount the cluster's cloud.conf there (Secret "
+        "kube-system/cloud-config, key cloud.conf), or unset it to use clouds.yaml"
+    )
 
 
 def test_a_trust_becomes_a_v3password_login_and_keeps_the_ca_file(tmp_path: Path) -> None:

@@ -5,12 +5,15 @@ Driven through openstacksdk against the simulated Keystone and Nova, faults inje
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from landb_webhook.adapters.openstack import FAILURE_WINDOW, OpenStackServerStore
+from landb_webhook.adapters.openstack import FAILURE_WINDOW, NOT_ANSWERED_YET, OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, UpstreamError
@@ -77,7 +80,7 @@ def test_refused_credentials_are_auth_errors_and_make_openstack_unavailable(
         client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, metrics=metrics
     )
     try:
-        assert store.unavailable() is None  # nothing known before the first call
+        assert store.unavailable() == NOT_ANSWERED_YET  # untried credentials are not known to work
         with pytest.raises(UpstreamError):
             store.max_metadata_items()
         reason = store.unavailable()
@@ -128,3 +131,39 @@ def test_openstack_is_unavailable_until_a_call_succeeds_or_the_window_passes(
     fault.cancel()
     store.set_metadata(server, {"landb-alias": "app--load-0-"})
     assert store.unavailable() is None
+
+
+def unreachable_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # closed again: nothing listens there
+
+
+@pytest.mark.parametrize(
+    ("host", "why"),
+    [
+        ("keystone.example.invalid", "cannot resolve keystone.example.invalid ("),  # RFC 6761: never resolves
+        ("127.0.0.1:{port}", "Connection refused"),
+    ],
+)
+def test_an_unreachable_keystone_is_named_by_url_with_the_innermost_reason(
+    host: str, why: str, tmp_path: Path
+) -> None:
+    address = host.format(port=unreachable_port())
+    clouds_yaml = tmp_path / "clouds.yaml"
+    auth = {"auth_url": f"https://{address}/v3", "username": "u", "password": "p", "project_name": "p"}
+    clouds_yaml.write_text(yaml.safe_dump({"clouds": {"away": {"auth": auth}}}))
+    store = OpenStackServerStore(
+        "away", clouds_yaml=clouds_yaml, retry=RetryPolicy(transient_retries=0, conflict_retries=0)
+    )
+    try:
+        with pytest.raises(UpstreamError) as raised:
+            store.max_metadata_items()
+    finally:
+        store.close()
+
+    reason = str(raised.value)
+    assert reason.startswith(
+        f"keystone: read limits: connection failed: https://{address}/v3/auth/tokens: {why}"
+    )
+    assert len(reason) <= 320 and "HTTPSConnectionPool" not in reason

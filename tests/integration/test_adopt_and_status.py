@@ -7,18 +7,30 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, build_provider
-from landb_webhook.cli import EXIT_CANNOT_START, EXIT_INVALID_SETTINGS, EXIT_NEEDS_A_HUMAN, main
+from landb_webhook.cli import (
+    EXIT_CANNOT_START,
+    EXIT_INVALID_SETTINGS,
+    EXIT_NEEDS_A_HUMAN,
+    EXIT_READER_LEFT,
+    demo_instructions,
+    main,
+)
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
@@ -59,11 +71,11 @@ class World:
             f"--ownership-namespace={NAMESPACE}",
         ]
 
-    def run(self, command: str, *args: str) -> tuple[int, str, str]:
+    def run(self, command: str, *args: str, flags: list[str] | None = None) -> tuple[int, str, str]:
         """``landb-webhook <command> <args>`` with the simulator's settings: exit code, stdout, stderr."""
         self.capsys.readouterr()
         try:
-            code = main([command, *self.flags(), *args])
+            code = main([command, *(self.flags() if flags is None else flags), *args])
         finally:
             reset_logging()
         captured = self.capsys.readouterr()
@@ -158,6 +170,16 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
     app = names["app.cern.ch"]
     assert app["label"] == "app"
     assert app["claimed"] is True and app["owners"] == [OWNER]
+    assert app["resources"] == ["ingress/default/app"]
+    assert report["read_from"] == {
+        "ingress_selector": "role=ingress",
+        "registry": "txt",
+        "namespace": NAMESPACE,
+        "namespace_source": "LANDB_OWNERSHIP_NAMESPACE",
+        "configmap": CONFIGMAP,
+        "writer_lease": f"{NAMESPACE}/landb-webhook: nobody: no Lease yet (no webhook has run with leader "
+        "election)",
+    }
     assert [
         (c["node"], c["index"], c["key"], c["frozen"], c["ingress"], c["ready"]) for c in app["carriers"]
     ] == [
@@ -220,6 +242,8 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
         "ready": True,
         "deleting": False,
         "unschedulable": False,
+        "problems": [],
+        "internal_ips": [],
         "server_id": None,
         "server_name": None,
     }
@@ -246,9 +270,14 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
 
     assert code == EXIT_NEEDS_A_HUMAN
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "CLAIM", "CARRIERS"]
+    assert lines[:3] == [
+        "Ingress selector: role=ingress   Registry: txt",
+        f"Claims: ConfigMap {NAMESPACE}/{CONFIGMAP} (namespace from LANDB_OWNERSHIP_NAMESPACE)",
+        "Writer lease: default/landb-webhook: nobody: no Lease yet (no webhook has run with leader election)",
+    ]
+    assert lines[4].split() == ["NAME", "CLAIM", "INGRESS", "CARRIERS"]
     row = next(line for line in lines if line.startswith("app.cern.ch "))
-    assert f"owner {OWNER}" in row
+    assert f"owner {OWNER}  ingress/default/app" in row
     assert f"{nodes['n0']} N=0, {nodes['n1']} N=1 (not Ready), {nodes['n2']} N=2" in row
     assert f"{nodes['n0']} N=7 (landb-alias1)" in next(
         line for line in lines if line.startswith("old.cern.ch ")
@@ -274,6 +303,25 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
     assert world.writes() == []
 
 
+def test_status_into_a_reader_that_left_stops_quietly(world: World) -> None:
+    controller_aliases(world)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader (head, less) has gone before the first line is written
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "landb_webhook", "status", *world.flags()],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert (process.returncode, process.stderr) == (EXIT_READER_LEFT, "")
+
+
 def test_status_of_a_tidy_cluster_exits_zero(world: World) -> None:
     for index, node in enumerate(world.nodes[:3]):
         world.set_aliases(node, **{"landb-alias": f"app--load-{index}-"})
@@ -295,6 +343,28 @@ def test_status_exits_one_when_the_cloud_cannot_be_read(world: World) -> None:
     assert "status: cannot talk to the cluster or the cloud: nova" in err
 
 
+def test_status_stops_at_once_naming_an_api_server_it_cannot_reach(world: World, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    kubeconfig = yaml.safe_load(world.config.kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.write_text(yaml.safe_dump(kubeconfig))
+
+    code, out, err = world.run(
+        "status", flags=[f"--os-cloud={world.config.cloud_name}", f"--kubeconfig={unreachable}"]
+    )
+
+    assert (code, out) == (EXIT_CANNOT_START, "")
+    lines = err.splitlines()
+    assert lines[-1] == (
+        "landb-webhook status: cannot talk to the cluster or the cloud: kubernetes: list nodes at "
+        f"https://127.0.0.1:{port}: Connection refused"
+    )
+    assert len(lines) <= 4  # the HTTP client's own retries, then that line; no node watch retrying
+
+
 def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> None:
     code, _, err = world.run("status", "--registry=bogus")
     assert code == EXIT_INVALID_SETTINGS
@@ -303,6 +373,50 @@ def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> N
     code, out, err = world.run("status", f"--kubeconfig={tmp_path / 'missing'}")
     assert code == EXIT_INVALID_SETTINGS
     assert out == "" and "--kubeconfig (LANDB_KUBECONFIG)" in err
+
+
+# -- the demo's banner ----------------------------------------------------------------------------------
+
+
+def test_the_status_and_adopt_lines_the_demo_prints_work_as_printed(world: World) -> None:
+    n0 = world.nodes[0]
+    world.set_aliases(n0, **{"landb-alias": "legacy--load-0-"})
+    text = demo_instructions(
+        api="http://127.0.0.1:1",
+        health="http://127.0.0.1:2",
+        state_dir=world.config.kubeconfig.parent,
+        cloud_name=world.config.cloud_name,
+        ingress_ips=["192.0.2.1"],
+        node_name=n0,
+    )
+    lines = [shlex.split(line) for line in text.splitlines() if line.lstrip().startswith("LANDB_")]
+    assert [words[4] for words in lines] == ["status", "adopt"]
+    # Only what the line sets: none of the simulator's variables the test session exported.
+    clean = {
+        name: value for name, value in os.environ.items() if not name.startswith(("OS_", "KUBE", "LANDB_"))
+    }
+
+    ran = []
+    for words in lines:
+        assignments = dict(word.split("=", 1) for word in words[:3])
+        ran.append(
+            subprocess.run(
+                words[3:],
+                env={**clean, **assignments},
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        )
+
+    status, adopt = ran
+    assert (status.returncode, status.stderr) == (0, "")
+    assert f"Claims: ConfigMap default/{CONFIGMAP}" in status.stdout
+    assert "landb-webhook adopt --owner-id <external-dns --txt-owner-id> --names legacy" in status.stdout
+    assert (adopt.returncode, adopt.stderr) == (0, "")
+    assert adopt.stdout.splitlines()[-1] == "1 to claim, 0 left."
+    assert world.claims() == {}
 
 
 # -- adopt ---------------------------------------------------------------------------------------------
@@ -334,6 +448,66 @@ def test_adopt_dry_run_prints_the_claims_and_writes_nothing(world: World) -> Non
     assert lines[-1] == "2 to claim, 0 left."
     assert world.writes() == []
     assert world.claims() == {}
+
+
+def test_adopt_from_a_workstation_writes_where_the_kubeconfig_context_points_and_says_where(
+    world: World, tmp_path: Path
+) -> None:
+    controller_aliases(world)
+    kubeconfig = yaml.safe_load(world.config.kubeconfig.read_text())
+    kubeconfig["contexts"][0]["context"]["namespace"] = "external-dns"
+    workstation = tmp_path / "kubeconfig"
+    workstation.write_text(yaml.safe_dump(kubeconfig))
+
+    code, out, _ = world.run(
+        "adopt",
+        f"--owner-id={OWNER}",
+        "--names=app",
+        flags=[f"--os-cloud={world.config.cloud_name}", f"--kubeconfig={workstation}"],
+    )
+
+    assert code == 0
+    assert out.splitlines()[2] == (
+        f"Claims: ConfigMap external-dns/{CONFIGMAP} (namespace from the namespace of kubeconfig context "
+        f"'simulator' ({workstation}))"
+    )
+    stored = world.sim.state.configmap("external-dns", CONFIGMAP) or {}
+    assert [decode_record(value).dns_name for value in (stored.get("data") or {}).values()] == [
+        "a-app.cern.ch"
+    ]
+    assert world.claims() == {}  # nothing in the namespace 'default' the old default wrote to
+
+
+def test_adopt_writes_even_when_the_webhooks_dry_run_setting_is_on_and_says_so(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    controller_aliases(world)
+    monkeypatch.setenv("LANDB_DRY_RUN", "true")  # what the chart's values set for the webhook
+
+    code, out, err = world.run("adopt", f"--owner-id={OWNER}", "--names=app", "--dry-run")
+    assert (code, world.claims()) == (0, {})
+    assert err == ""
+
+    code, out, err = world.run("adopt", f"--owner-id={OWNER}", "--names=app")
+    assert code == 0
+    assert err == (
+        "landb-webhook adopt: LANDB_DRY_RUN=true is the webhook's setting and does not apply to adopt: the "
+        "claims below are written. Pass --dry-run to see them first.\n"
+    )
+    assert out.splitlines()[-1] == "1 claimed, 0 left."
+    assert sorted(world.claims()) == ["a-app.cern.ch"]
+
+
+def test_adopt_without_names_says_so_in_two_lines(world: World) -> None:
+    with pytest.raises(SystemExit) as exited:
+        world.run("adopt", f"--owner-id={OWNER}", "--dry-run")
+
+    assert exited.value.code == EXIT_INVALID_SETTINGS
+    assert world.capsys.readouterr().err.splitlines() == [
+        "usage: landb-webhook adopt --owner-id OWNER_ID (--names NAMES | --all-unclaimed) [--dry-run] "
+        "[settings]",
+        "landb-webhook adopt: error: one of the arguments --names --all-unclaimed is required",
+    ]
 
 
 def test_adopt_writes_the_claims_external_dns_would_write_byte_for_byte(world: World) -> None:

@@ -161,13 +161,12 @@ def test_a_connection_whose_authentication_is_stuck_is_replaced(
 
 @pytest.fixture
 def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> Iterator[WebhookProcess]:
-    """``landb-webhook serve`` from a cold start: no Keystone request made yet."""
+    """``landb-webhook serve``, not started: a test starts it once Keystone misbehaves."""
     seed_cluster(simulator.state, ingress_nodes=2, workers=1)
     process = WebhookProcess(
         simulator_settings(sim_clients, LANDB_REQUEST_TIMEOUT="5", LANDB_UPSTREAM_TIMEOUT="2"),
         tmp_path / "webhook.log",
     )
-    process.start()
     yield process
     process.stop()
 
@@ -179,6 +178,8 @@ def test_serve_recovers_by_itself_once_keystone_answers_again(
     fault = state.inject_fault(
         api="keystone", method="GET", path_pattern=VERSION_DOCUMENT, status=401, times=None
     )
+    webhook.start(ready=False)  # its start-up call to OpenStack authenticates into the fault
+    assert http_get(webhook.health_port, "/readyz")[0] == 503  # OpenStack has not answered yet
     for _ in range(3):
         asked = len(state.api_calls("keystone"))
         assert http_get(webhook.api_port, "/records")[0] == 503

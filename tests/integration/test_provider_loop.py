@@ -17,7 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
-from landb_webhook.app import Resources, build_provider
+from landb_webhook.app import Resources, ask_openstack_once, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
@@ -449,6 +449,12 @@ def test_every_successful_loop_advances_the_sync_timestamp_even_when_nothing_is_
 
 def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> None:
     cluster = make_cluster()
+    untried = cluster.provider.readiness()
+    assert (untried.ready, untried.reason) == (
+        False,
+        "OpenStack: no call has succeeded since start-up (credentials untried)",
+    )
+    cluster.provider.records()
     assert cluster.provider.readiness().ready
 
     password = cluster.sim.state.credentials.password
@@ -460,12 +466,36 @@ def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> 
         cluster.provider.records()
     readiness = cluster.provider.readiness()
     assert not readiness.ready
-    assert readiness.reason.startswith("the last OpenStack call failed: keystone:")
+    assert readiness.reason.startswith("OpenStack: keystone:")
     assert "401" in readiness.reason and password not in readiness.reason
 
     cluster.sim.state.clear_faults()
     cluster.provider.records()
     assert cluster.provider.readiness().ready
+
+
+@pytest.mark.parametrize("keystone_refuses", [False, True])
+def test_serve_asks_openstack_once_at_start_up_and_is_ready_only_after_an_answer(
+    make_cluster: Any, keystone_refuses: bool
+) -> None:
+    cluster = make_cluster()
+    if keystone_refuses:
+        cluster.sim.state.inject_fault(
+            api="keystone", method="POST", path_pattern="/auth/tokens", status=401, times=None
+        )
+
+    with capture_logs() as logs:
+        ask_openstack_once(cluster.resources).join(timeout=30)
+
+    readiness = cluster.provider.readiness()
+    if keystone_refuses:
+        assert not readiness.ready and readiness.reason.startswith("OpenStack: keystone:")
+        [line] = [entry for entry in logs if entry["log_level"] == "error"]
+        assert line["event"] == "OpenStack did not answer at start-up: not ready until a call succeeds"
+        assert "401" in line["error"]
+    else:
+        assert readiness.ready
+        assert "OpenStack answered" in [entry["event"] for entry in logs]
 
 
 def test_readiness_waits_for_the_node_cache(simulator: Simulator, sim_clients: ClientConfig) -> None:

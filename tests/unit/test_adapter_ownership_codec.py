@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from landb_webhook.adapters.kubeclient import current_namespace
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
-from landb_webhook.adapters.ownership import data_key, decode_record, default_namespace, encode_record
+from landb_webhook.adapters.ownership import data_key, decode_record, encode_record
 from landb_webhook.endpoint import Endpoint
 
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # Kubernetes' IsConfigMapKey
@@ -98,8 +101,55 @@ def test_in_memory_store_keeps_every_concurrent_write() -> None:
     assert len(store.records()) == 400
 
 
-def test_the_namespace_defaults_to_the_pods_own(tmp_path: Path) -> None:
+def test_the_namespace_defaults_to_the_pods_own_in_a_pod(tmp_path: Path) -> None:
     namespace_file = tmp_path / "namespace"
     namespace_file.write_text("external-dns\n")
-    assert default_namespace(namespace_file) == "external-dns"
-    assert default_namespace(tmp_path / "missing") == "default"
+
+    found = current_namespace(None, service_account_file=namespace_file)
+
+    assert (found.name, found.source) == (
+        "external-dns",
+        f"the service account's namespace ({namespace_file})",
+    )
+
+
+def write_kubeconfig(path: Path, namespace: str | None) -> Path:
+    context = {"cluster": "c", "user": "u", **({"namespace": namespace} if namespace else {})}
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "ops", "context": context}],
+                "current-context": "ops",
+            }
+        )
+    )
+    return path
+
+
+def test_from_a_workstation_the_namespace_is_the_kubeconfig_contexts_as_kubectl_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "config", "external-dns")
+    no_pod = tmp_path / "missing"
+
+    explicit = current_namespace(kubeconfig, service_account_file=no_pod)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    from_environment = current_namespace(None, service_account_file=no_pod)
+
+    assert explicit == from_environment
+    assert (explicit.name, explicit.source) == (
+        "external-dns",
+        f"the namespace of kubeconfig context 'ops' ({kubeconfig})",
+    )
+
+
+def test_without_a_namespace_anywhere_it_is_default_and_says_why(tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "config", None)
+
+    found = current_namespace(kubeconfig, service_account_file=tmp_path / "missing")
+
+    assert (found.name, found.source) == ("default", "default: kubeconfig context 'ops' names no namespace")

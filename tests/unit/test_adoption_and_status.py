@@ -14,6 +14,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.plan import plan_changes
 from landb_webhook.ports import Node, Server
 from landb_webhook.provider.adopt import adoptable, plan_adoption
+from landb_webhook.provider.health import HealthPolicy, Placement
 from landb_webhook.provider.inventory import Inventory
 from landb_webhook.provider.ownership import (
     InvalidOwnerId,
@@ -242,8 +243,23 @@ LABELS = ("app", "web", "db")
 KEYS = ("landb-alias", "landb-alias2", "landb-alias1")  # landb-alias1 is a key the webhook never edits
 
 
+NOW = 10_000.0
+POLICY = HealthPolicy(grace_seconds=300.0)
+HEALTH = st.sampled_from(
+    [
+        {},
+        {"ready": False, "ready_changed_at": NOW - 30},  # within the grace period
+        {"ready": False, "ready_changed_at": NOW - 3_000},  # past it
+        {"ready": False},  # since an unknown time: past it
+        {"deleting": True, "deleting_since": NOW - 3_000},
+        {"controller_ready": False, "controller_changed_at": NOW - 3_000},
+        {"unschedulable": True},
+    ]
+)
+
+
 @st.composite
-def fleets(draw: st.DrawFn) -> tuple[Inventory, frozenset[str]]:
+def fleets(draw: st.DrawFn) -> Inventory:
     count = draw(st.integers(1, 4))
     metadata: dict[str, dict[str, str]] = {}
     for i in range(count):
@@ -256,20 +272,40 @@ def fleets(draw: st.DrawFn) -> tuple[Inventory, frozenset[str]]:
         metadata[f"n{i}"] = {key: ",".join(texts) for key, texts in values.items()}
     workers = draw(st.sets(st.sampled_from(sorted(metadata))))
     fleet = inventory(metadata, workers=tuple(sorted(workers)))
-    return fleet, fleet.ingress_server_ids()
+    nodes = tuple(replace(node, **draw(HEALTH)) for node in fleet.nodes)
+    return replace(fleet, nodes=nodes)
 
 
 @given(fleets())
-def test_the_first_loop_after_adoption_removes_and_renumbers_no_carrier(
-    fleet: tuple[Inventory, frozenset[str]],
-) -> None:
-    found, ingress = fleet
-    adoption = plan_adoption(analyse(found, [], domain=DOMAIN), owner_id="c", domain=DOMAIN)
+def test_the_first_loop_after_adoption_removes_and_renumbers_no_carrier(found: Inventory) -> None:
+    adoption = plan_adoption(analyse(found, [], domain=DOMAIN, health=POLICY), owner_id="c", domain=DOMAIN)
     adopted = {decision.label for decision in adoption.claims}
 
-    # What external-dns asks once the names are its own: every adopted name on every ingress node.
-    plan = plan_changes(found.server_states(), {label: ingress for label in adopted}, quota=128)
+    # What external-dns asks once the names are its own: every adopted name on the nodes the carrier
+    # rule places it on, unhealthy ones past their grace period left out.
+    placement = Placement(
+        ingress=found.ingress_server_ids(),
+        eligible=found.eligible_server_ids(found.verdicts(POLICY, NOW)),
+        current=found.carriers(),
+    )
+    wanted = {label: placement.carriers_of(label) for label in adopted}
+    plan = plan_changes(found.server_states(), wanted, quota=128)
 
     removed = [(p.server.node_name, t) for p in plan.servers for t in p.removed if t.label in adopted]
     assert removed == []
     assert [r for r in plan.refusals if r.label in adopted] == []
+
+
+def test_a_name_on_an_unhealthy_carrier_is_left_with_the_reason() -> None:
+    found = inventory({"n0": {"landb-alias": "app--load-0-"}, "n1": {"landb-alias": "app--load-1-"}})
+    sick = replace(found.nodes[0], ready=False, ready_changed_at=NOW - 3_000)
+    found = replace(found, nodes=(sick, found.nodes[1]))
+
+    adoption = plan_adoption(analyse(found, [], domain=DOMAIN), owner_id="c", domain=DOMAIN)
+
+    assert adoption.claims == ()
+    [left] = adoption.left
+    assert left.reason == (
+        "carried by an unhealthy node: n0 (not Ready); external-dns would take it off that node once its "
+        "grace period ends: adopt it when the node is healthy, or take the alias off it first"
+    )

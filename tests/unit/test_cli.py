@@ -62,14 +62,21 @@ def test_serve_has_a_flag_for_every_setting_with_its_description_and_variable(
         assert " ".join(field.description.split()) in help_text
 
 
-def test_serve_help_shows_what_the_environment_sets(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("command", ["serve", "status", "adopt"])
+def test_help_shows_the_current_values_the_environment_sets(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LANDB_API_PORT", "9999")
+    monkeypatch.setenv("LANDB_DRYRUN", "true")
     with pytest.raises(SystemExit):
-        main(["serve", "--help"])
+        main([command, "--help"])
 
-    assert "LANDB_API_PORT=9999" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "Current values: the defaults above, except these set in the environment now (a flag overrides "
+        "them):\n  LANDB_API_PORT=9999\n\nUnknown, so start-up stops with exit 2:\n"
+        "  LANDB_DRYRUN (did you mean LANDB_DRY_RUN?)\n"
+    )
 
 
 def test_environment_applies_and_flags_override_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,6 +182,93 @@ def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
         assert text in error
 
 
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["serve"], "no OpenStack credentials: the OS_CLOUD / OS_* environment gives no auth_url"),
+        (["status", "--os-cloud=prod"], "cloud 'prod' is not in clouds.yaml ({clouds_yaml})"),
+    ],
+)
+def test_without_openstack_credentials_start_up_names_the_settings_and_exit_2(
+    argv: list[str],
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in [name for name in os.environ if name.startswith("OS_")]:
+        monkeypatch.delenv(name)
+    clouds_yaml = tmp_path / "clouds.yaml"
+    clouds_yaml.write_text("clouds: {}\n")  # read before any clouds.yaml of the machine's
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds_yaml))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+
+    try:
+        code = main(
+            [
+                *argv,
+                f"--kubeconfig={kubeconfig}",
+                "--api-port=0",
+                "--health-host=127.0.0.1",
+                "--health-port=0",
+            ]
+        )
+    finally:
+        reset_logging()
+
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"landb-webhook {argv[0]}: invalid settings: --os-cloud (LANDB_OS_CLOUD): "
+        f"{problem.format(clouds_yaml=clouds_yaml)}; set LANDB_OS_CLOUD_CONF to the cluster's cloud.conf "
+        "(Secret kube-system/cloud-config, key cloud.conf), or LANDB_OS_CLOUD to a cloud of clouds.yaml "
+        "(./clouds.yaml, ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml, or the file "
+        "OS_CLIENT_CONFIG_FILE names), or the OS_CLOUD or OS_AUTH_URL and other OS_* variables. "
+        f"See 'landb-webhook {argv[0]} --help'.\n"
+    )
+
+
+def test_a_selector_that_does_not_parse_is_shown_once_with_the_syntax(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["status", "--ingress-selector", "role in ingress"])
+
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "landb-webhook status: invalid settings: --ingress-selector (LANDB_INGRESS_SELECTOR): label selector "
+        "'role in ingress': cannot parse 'role in ingress'; a selector is comma-separated requirements, each "
+        "key=value, key!=value, key in (a,b), key notin (a,b), key or !key; several separated by ';' match "
+        "when any does. See 'landb-webhook status --help'.\n"
+    )
+
+
+def test_a_second_demo_names_the_busy_port_and_how_to_choose_another(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        code = main(["demo", "--api-port=0", f"--health-port={port}"])
+
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"landb-webhook demo: cannot listen on 127.0.0.1:{port} (--health-port): Address already in use. Is "
+        "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
+        "--health-port 18080'\n"
+    )
+
+
 def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -191,12 +285,11 @@ def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.Capture
     assert error.count("\n") == 1
 
 
-def test_an_unknown_landb_variable_is_warned_about_with_a_suggestion(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_unknown_landb_variable_is_named_with_a_suggestion(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANDB_DRYRUN", "true")
     monkeypatch.setenv("LANDB_SOMETHING_ELSE", "1")
     monkeypatch.setenv("LANDB_DRY_RUN", "true")
+    monkeypatch.setenv("LANDB_TOOLS_DIR", "/tmp/tools")  # the build scripts' own: not a setting, not a typo
 
     assert unknown_variables(os.environ) == [
         "LANDB_DRYRUN (did you mean LANDB_DRY_RUN?)",
@@ -204,16 +297,28 @@ def test_an_unknown_landb_variable_is_warned_about_with_a_suggestion(
     ]
 
 
-def test_serve_logs_each_unknown_variable_at_start_up(
-    serve_process: tuple[subprocess.Popen[str], queue.Queue[dict[str, object]]],
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--api-port=0", "--health-port=0"],
+        ["status"],
+        ["adopt", "--owner-id=c", "--all-unclaimed"],
+        ["demo", "--api-port=0", "--health-port=0"],
+        ["simulator", "--state-dir=unused"],
+    ],
+)
+def test_an_unknown_landb_variable_stops_every_command_with_exit_2(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _process, lines = serve_process
+    monkeypatch.setenv("LANDB_INGRES_SELECTOR", "role=ingress")
 
-    warning = next_event(lines, "unknown environment variable ignored")
+    code = main(argv)
 
-    assert (warning["level"], warning["variable"]) == (
-        "warning",
-        "LANDB_INGRES_SELECTOR (did you mean LANDB_INGRESS_SELECTOR?)",
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"landb-webhook {argv[0]}: unknown environment variable LANDB_INGRES_SELECTOR (did you mean "
+        "LANDB_INGRESS_SELECTOR?): no setting has that name, so it would be ignored. Rename or unset it "
+        "('landb-webhook serve --help' lists every LANDB_* setting).\n"
     )
 
 
@@ -287,6 +392,7 @@ def build_provider(settings, metrics):
 
 composition_root = types.ModuleType("landb_webhook.app")
 composition_root.build_provider = build_provider
+composition_root.ask_openstack_once = lambda resources: None
 sys.modules["landb_webhook.app"] = composition_root
 
 from landb_webhook.cli import main
@@ -314,7 +420,6 @@ def serve_process() -> Iterator[tuple[subprocess.Popen[str], queue.Queue[dict[st
             **os.environ,
             "LANDB_LOG_FORMAT": "json",
             "LANDB_LOG_LEVEL": "info",
-            "LANDB_INGRES_SELECTOR": "role=ingress",  # misspelt: warned about, ignored
             "PYTHONPATH": str(Path(__file__).resolve().parents[1]),  # tests/, for support.memory_provider
         },
     )
@@ -367,6 +472,7 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
 
     composition_root = types.ModuleType("landb_webhook.app")
     composition_root.build_provider = build_provider  # type: ignore[attr-defined]
+    composition_root.ask_openstack_once = lambda resources: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "landb_webhook.app", composition_root)
     try:
         code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", "--health-port=0"])

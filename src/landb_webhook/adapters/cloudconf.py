@@ -9,6 +9,9 @@ The cloud provider reads the file with the gcfg syntax (git-config style), and M
 write both ``region=cern`` and ``region = "cern"``: values are read the way gcfg reads them (double
 quotes removed, ``\\"`` and ``\\\\`` escapes honoured, ``;`` or ``#`` outside quotes starts a comment).
 ``ca-file`` names the CA bundle Keystone's and Nova's certificates are verified with.
+
+Without a cloud.conf, openstacksdk reads clouds.yaml and the ``OS_*`` environment;
+:func:`clouds_yaml_problem` asks it, before start-up, whether that gives credentials at all.
 """
 
 from __future__ import annotations
@@ -16,6 +19,17 @@ from __future__ import annotations
 import configparser
 from pathlib import Path
 from typing import Any
+
+import openstack.config
+from keystoneauth1.exceptions import MissingRequiredOptions
+from openstack.exceptions import ConfigException
+
+WHERE_CREDENTIALS_COME_FROM = (
+    "set LANDB_OS_CLOUD_CONF to the cluster's cloud.conf (Secret kube-system/cloud-config, key cloud.conf), "
+    "or LANDB_OS_CLOUD to a cloud of clouds.yaml (./clouds.yaml, ~/.config/openstack/clouds.yaml, "
+    "/etc/openstack/clouds.yaml, or the file OS_CLIENT_CONFIG_FILE names), or the OS_CLOUD or OS_AUTH_URL "
+    "and other OS_* variables"
+)
 
 # cloud.conf key -> keystoneauth auth option (the cloud provider's names for the same things)
 _AUTH_KEYS = {
@@ -47,16 +61,36 @@ class CloudConfError(ValueError):
     """The file cannot be used; the message says which file and why (never a value from it)."""
 
 
+def clouds_yaml_problem(cloud: str | None) -> str | None:
+    """Why clouds.yaml and the ``OS_*`` environment give no credentials for ``cloud`` (None: the
+    OS_CLOUD / OS_* environment), or None when they do. Reads local files only."""
+    try:
+        loader = openstack.config.OpenStackConfig()
+        loader.get_one(cloud=cloud)
+    except MissingRequiredOptions:
+        found = f"cloud {cloud!r}" if cloud else "the OS_CLOUD / OS_* environment"
+        return f"no OpenStack credentials: {found} gives no auth_url; {WHERE_CREDENTIALS_COME_FROM}"
+    except ConfigException:
+        read = loader.config_filename or "no clouds.yaml was found"
+        return f"cloud {cloud!r} is not in clouds.yaml ({read}); {WHERE_CREDENTIALS_COME_FROM}"
+    return None
+
+
 def connection_options(path: Path) -> dict[str, Any]:
     """Keyword arguments for ``openstack.connect`` from a cloud.conf file."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
         with path.open() as handle:
             parser.read_file(handle)
-    except (OSError, configparser.Error) as exc:
-        raise CloudConfError(f"cannot read {path}: {type(exc).__name__}") from None
+    except OSError as exc:
+        raise CloudConfError(
+            f"cannot read {path}: {exc.strerror or type(exc).__name__}; mount the cluster's cloud.conf there "
+            f"(Secret kube-system/cloud-config, key cloud.conf), or unset it to use clouds.yaml"
+        ) from None
+    except configparser.Error as exc:
+        raise CloudConfError(f"{path} is not a cloud.conf: {_syntax_problem(exc)}") from None
     if not parser.has_section("Global"):
-        raise CloudConfError(f"{path} has no [Global] section")
+        raise CloudConfError(f"{path} has no [Global] section: a cloud.conf holds its credentials there")
     values: dict[str, str] = {}
     for key, raw in parser["Global"].items():
         try:
@@ -85,6 +119,20 @@ def connection_options(path: Path) -> dict[str, Any]:
             )
         options["cacert"] = str(ca_file)
     return options
+
+
+def _syntax_problem(error: configparser.Error) -> str:
+    """What is wrong and on which line, never the line itself (it may hold a password)."""
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        return f"line {error.lineno} comes before any [section] header; the file starts with [Global]"
+    if isinstance(error, configparser.DuplicateOptionError):
+        return f"[{error.section}] {error.option} is set twice (line {error.lineno})"
+    if isinstance(error, configparser.DuplicateSectionError):
+        return f"[{error.section}] appears twice (line {error.lineno})"
+    if isinstance(error, configparser.ParsingError):
+        lines = ", ".join(str(line) for line, _ in error.errors)
+        return f"line {lines} is neither `key = value` nor a [section] header"
+    return type(error).__name__
 
 
 def gcfg_value(raw: str) -> str:

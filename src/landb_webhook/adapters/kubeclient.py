@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from landb_webhook.adapters.retry import connection_failure
 from landb_webhook.ports import UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -21,6 +24,41 @@ UPSTREAM = "kubernetes"
 _MAX_REASON_LENGTH = 200
 _STATUS_REASON = re.compile(r"[A-Z][A-Za-z]{1,63}")
 _AUDIT_ID = re.compile(r"[0-9a-f-]{8,64}")
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    source: str
+    """Where the name came from, for the operator: a setting, the service account, a kubeconfig context."""
+
+
+def current_namespace(
+    kubeconfig: Path | None, *, service_account_file: Path = SERVICE_ACCOUNT_NAMESPACE
+) -> Namespace:
+    """The namespace kubectl would use with the configuration :func:`api_client_for` loads: in a pod,
+    the service account's; elsewhere, the kubeconfig's current context's; else ``default``.
+
+    A command run from a workstation then reads and writes where the webhook in the cluster does,
+    provided the context names that namespace (``kubectl config set-context --current --namespace=...``).
+    """
+    if kubeconfig is None:
+        try:
+            in_cluster = service_account_file.read_text(encoding="utf-8").strip()
+        except OSError:
+            in_cluster = ""
+        if in_cluster:
+            return Namespace(in_cluster, f"the service account's namespace ({service_account_file})")
+    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG", "~/.kube/config")
+    try:
+        _, context = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+    except Exception:  # no usable kubeconfig: api_client_for says why
+        return Namespace("default", "default: no service account and no kubeconfig context")
+    name = (context.get("context") or {}).get("namespace")
+    if name:
+        return Namespace(str(name), f"the namespace of kubeconfig context {context.get('name')!r} ({path})")
+    return Namespace("default", f"default: kubeconfig context {context.get('name')!r} names no namespace")
 
 
 def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
@@ -81,7 +119,7 @@ def upstream_error(exc: BaseException, action: str) -> UpstreamError:
         retryable = status in {0, 429} or status >= 500
         return UpstreamError(UPSTREAM, reason[:_MAX_REASON_LENGTH], retryable=retryable)
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
-        return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}", retryable=True)
+        return UpstreamError(UPSTREAM, f"{action}: {connection_failure(str(exc))}", retryable=True)
     return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}"[:_MAX_REASON_LENGTH])
 
 

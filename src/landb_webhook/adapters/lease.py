@@ -35,7 +35,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters.kubernetes import json_body, release_failed_response, upstream_error
-from landb_webhook.adapters.ownership import default_namespace
+from landb_webhook.adapters.ownership import ownership_namespace
 from landb_webhook.config import Settings
 
 log = structlog.get_logger(__name__)
@@ -108,7 +108,7 @@ class LeaseElector:
     def from_settings(cls, settings: Settings, api_client: client.ApiClient) -> LeaseElector:
         return cls(
             client.CoordinationV1Api(api_client),
-            namespace=settings.lease_namespace or settings.ownership_namespace or default_namespace(),
+            namespace=settings.lease_namespace or ownership_namespace(settings).name,
             name=settings.lease_name,
             identity=settings.lease_identity or default_identity(),
             lease_duration=settings.lease_duration,
@@ -152,6 +152,22 @@ class LeaseElector:
             if self._observed.get("holderIdentity"):
                 return str(self._observed["holderIdentity"])
             return f"nobody yet ({self._last_problem})" if self._last_problem else "nobody yet"
+
+    def read_holder(self) -> str:
+        """Who holds the Lease now, read once without taking part (``status``): one line."""
+        try:
+            spec = self._read().get("spec") or {}
+        except ApiException as exc:
+            if exc.status == _HTTP_NOT_FOUND:
+                release_failed_response(exc)
+                return "nobody: no Lease yet (no webhook has run with leader election)"
+            return f"unreadable ({upstream_error(exc, f'lease {self.namespace}/{self.name}')})"
+        except Exception as exc:  # status still prints what it could read
+            return f"unreadable ({type(exc).__name__}: {exc})"
+        holder = spec.get("holderIdentity")
+        if not holder:
+            return "nobody (released)"
+        return f"{holder}, renewed {spec.get('renewTime') or 'never'}"
 
     # -- lifecycle -------------------------------------------------------------------------------
 

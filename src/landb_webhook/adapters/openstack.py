@@ -33,6 +33,7 @@ import functools
 import os
 import random
 import re
+import textwrap
 import threading
 import time
 from collections import Counter, defaultdict
@@ -50,7 +51,13 @@ from keystoneauth1 import exceptions as ksa_exceptions
 
 from landb_webhook.adapters import cloudconf
 from landb_webhook.adapters.authlock import AuthenticationBusy, AuthenticationLock
-from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
+from landb_webhook.adapters.retry import (
+    Failure,
+    RetryPolicy,
+    connection_failure,
+    failure_of_status,
+    parse_retry_after,
+)
 from landb_webhook.config import Settings
 from landb_webhook.deadline import reply_deadline
 from landb_webhook.logs import is_secret_key, redact_text
@@ -64,6 +71,7 @@ T = TypeVar("T")
 NOVA = "nova"
 KEYSTONE = "keystone"
 
+NOT_ANSWERED_YET = "no call has succeeded since start-up (credentials untried)"
 UNLIMITED_METADATA_ITEMS = 2**31 - 1
 """What max_metadata_items() reports when the project's quota is unlimited (Nova says -1)."""
 
@@ -139,6 +147,8 @@ class OpenStackServerStore:
         self._lock = threading.Lock()
         self._last_failure: tuple[float, str] | None = None
         """When and why the last call failed for a reason that is OpenStack's; None after a success."""
+        self._answered = False
+        """A call has succeeded since start-up: until then the webhook is not known to work."""
         self._conn: openstack.connection.Connection | None = None
         self._max_metadata_items: tuple[int, float] | None = None
 
@@ -372,11 +382,12 @@ class OpenStackServerStore:
         """Why OpenStack cannot be used, if the last call failed within the failure window; else None.
 
         A Nova answer about one request (a locked server's 409, a 404, a rejected value) says nothing
-        against OpenStack itself and does not count; refused credentials, 5xx and timeouts do.
+        against OpenStack itself and does not count; refused credentials, 5xx and timeouts do. Before
+        the first success, the credentials are untried: :data:`NOT_ANSWERED_YET`.
         """
         failure = self._last_failure
         if failure is None or self._clock() - failure[0] > self._failure_window:
-            return None
+            return None if self._answered else NOT_ANSWERED_YET
         return failure[1]
 
     def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T], *, api: str) -> T:
@@ -449,10 +460,13 @@ class OpenStackServerStore:
         if error is None:
             result = "ok"
             self._last_failure = None
+            self._answered = True
         else:
             result = "auth_error" if error.upstream == KEYSTONE else "error"
             if not _about_one_request(exc):
                 self._last_failure = (now, str(error))
+            else:  # Nova answered, about that one request
+                self._answered = True
         if self._metrics is not None:
             self._metrics.openstack_api_calls_total.labels(operation=api, result=result).inc()
             self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
@@ -609,7 +623,7 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
     elif isinstance(exc, ksa_exceptions.ConnectTimeout):
         reason, retryable = "timed out", True
     elif isinstance(exc, ksa_exceptions.ConnectionError):
-        reason, retryable = f"connection failed: {_one_line(str(exc))}", True
+        reason, retryable = f"connection failed: {connection_failure(str(exc))}", True
     elif isinstance(exc, ksa_exceptions.DiscoveryFailure):
         reason, retryable = f"version discovery failed: {_discovery_failure_cause(exc, upstream)}", True
     elif isinstance(
@@ -625,7 +639,12 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
         reason, retryable = "invalid response", True
     else:
         reason = type(exc).__name__
-    return UpstreamError(upstream, f"{action}: {reason}".strip()[:_MAX_REASON_LENGTH], retryable=retryable)
+    return UpstreamError(upstream, _shorten(f"{action}: {reason}".strip()), retryable=retryable)
+
+
+def _shorten(text: str) -> str:
+    """At most _MAX_REASON_LENGTH characters, cut between words."""
+    return textwrap.shorten(text, _MAX_REASON_LENGTH, placeholder=" ...")
 
 
 def _discovery_failure_cause(exc: BaseException, upstream: str) -> str:

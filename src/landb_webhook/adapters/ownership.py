@@ -46,13 +46,13 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from landb_webhook.adapters.kubeclient import Namespace, current_namespace
 from landb_webhook.adapters.kubernetes import (
     UPSTREAM,
     api_client_for,
@@ -62,7 +62,7 @@ from landb_webhook.adapters.kubernetes import (
 )
 from landb_webhook.adapters.memory import ownership_key
 from landb_webhook.adapters.reflector import Reflector, WatchOptions
-from landb_webhook.config import Settings
+from landb_webhook.config import ENV_PREFIX, Settings
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.ports import UpstreamError
 
@@ -74,7 +74,6 @@ MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 FORMAT_ANNOTATION = "landb-webhook/format"
 FORMAT_DESCRIPTION = "one data key per external-dns TXT ownership record; value = the endpoint as JSON"
 DEFAULT_MAX_BYTES = 900 * 1024
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 _MAX_KEY_LENGTH = 253
 _PLAIN_KEY = re.compile(r"[-.a-zA-Z0-9]{1,253}")
@@ -84,12 +83,11 @@ _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409
 
 
-def default_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
-    """The pod's own namespace when running in a cluster, else ``default``."""
-    try:
-        return path.read_text(encoding="utf-8").strip() or "default"
-    except OSError:
-        return "default"
+def ownership_namespace(settings: Settings) -> Namespace:
+    """The namespace of the ownership ConfigMap: the setting, else where kubectl would look."""
+    if settings.ownership_namespace:
+        return Namespace(settings.ownership_namespace, f"{ENV_PREFIX}OWNERSHIP_NAMESPACE")
+    return current_namespace(settings.kubeconfig)
 
 
 # -- the record codec ----------------------------------------------------------------------------
@@ -216,7 +214,7 @@ class ConfigMapOwnershipStore:
         """``watch_overrides``: WatchOptions settings do not cover (a test's clock, watch period)."""
         return cls(
             client.CoreV1Api(api_client or api_client_for(settings.kubeconfig)),
-            namespace=settings.ownership_namespace or default_namespace(),
+            namespace=ownership_namespace(settings).name,
             name=settings.ownership_configmap,
             request_timeout=settings.upstream_timeout,
             watch=WatchOptions.from_settings(settings, **watch_overrides),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import random
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -82,3 +83,25 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
+
+
+_URL = re.compile(r"connection to (\S+?):? ")
+_UNRESOLVED = re.compile(r"Failed to resolve '([^']+)' \(\[Errno [-\d]+\] ([^)]+)\)")
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
+
+
+def connection_failure(text: str) -> str:
+    """A connection failure's message (keystoneauth's, or urllib3's chain) reduced to the URL when it
+    names one and the innermost reason:
+    ``https://keystone.example/v3/auth/tokens: cannot resolve keystone.example (Name or service not known)``.
+    """
+    url = _URL.search(text)
+    unresolved = _UNRESOLVED.search(text)
+    errno = _ERRNO.search(text)
+    if unresolved:
+        why = f"cannot resolve {unresolved[1]} ({unresolved[2]})"
+    elif errno:
+        why = errno[1].strip()
+    else:
+        return " ".join(text.split())
+    return f"{url[1]}: {why}" if url else why

@@ -28,7 +28,7 @@ from landb_webhook.adapters.ownership import (
     FORMAT_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
-    default_namespace,
+    ownership_namespace,
 )
 from landb_webhook.config import Settings
 from landb_webhook.ports import UpstreamError
@@ -61,7 +61,7 @@ class ConfigMapStateStore:
     ) -> ConfigMapStateStore:
         return cls(
             client.CoreV1Api(api_client or api_client_for(settings.kubeconfig)),
-            namespace=settings.ownership_namespace or default_namespace(),
+            namespace=ownership_namespace(settings).name,
             name=settings.ownership_configmap + STATE_SUFFIX,
             request_timeout=settings.upstream_timeout,
         )

@@ -5,7 +5,9 @@ someone else's forever. Adopting it writes the claim external-dns itself would h
 owner id; every carrier keeps its N, and the next external-dns loop finds the name already its own.
 A name is adopted only when that next loop would neither remove nor renumber any of its carriers: not
 when a carrier is a non-ingress node, two carriers share an N, one server holds it twice, or a server
-also holds it as a plain (CNAME) alias (:attr:`NameStatus.problems`); nor when it is only a plain alias.
+also holds it as a plain (CNAME) alias (:attr:`NameStatus.problems`); nor when it is only a plain alias;
+nor when a carrier is an unhealthy ingress node (not Ready, being deleted, no Ready controller pod), which
+the loop takes the alias off once the node's grace period ends: a human decides when.
 """
 
 from __future__ import annotations
@@ -57,9 +59,7 @@ def plan_adoption(
     validate_owner_id(owner_id)
     wanted = sorted(labels) if labels is not None else [name.label for name in status.names]
     # The nodes the next loop places aliases on (those that are healthy, as far as adoption can tell).
-    ingress_nodes = sorted(
-        node.name for node in status.nodes if node.ingress and node.ready and not node.deleting
-    )
+    ingress_nodes = sorted(node.name for node in status.nodes if node.ingress and not node.problems)
     claims: list[Decision] = []
     left: list[Decision] = []
     for label in wanted:
@@ -93,6 +93,12 @@ def _reason_to_leave(name: NameStatus, owner_id: str | None) -> str | None:
         return "; ".join(name.problems) + ": fix it by hand first, or external-dns would rewrite it"
     if not name.holdings:
         return f"only a plain (CNAME) alias ({', '.join(name.plain_nodes)}): no A record to adopt"
+    unhealthy = sorted({f"{h.node} ({', '.join(h.unhealthy)})" for h in name.holdings if h.unhealthy})
+    if unhealthy:
+        return (
+            f"carried by an unhealthy node: {'; '.join(unhealthy)}; external-dns would take it off that node "
+            "once its grace period ends: adopt it when the node is healthy, or take the alias off it first"
+        )
     return None
 
 

@@ -154,7 +154,7 @@ class LandbProvider:
             return Readiness(False, f"node inventory unusable: {type(error).__name__}")
         problem = self._servers.unavailable()
         if problem is not None:
-            return Readiness(False, f"the last OpenStack call failed: {problem}")
+            return Readiness(False, f"OpenStack: {problem}")
         return Readiness(True, f"node cache synced ({len(nodes)} nodes), no recent OpenStack failure")
 
     # -- Records ----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from landb_webhook.landb.plan import Plan
 from landb_webhook.ports import Node
 
 DEFAULT_GRACE_SECONDS = 300.0
+NO_CONTROLLER = "no Ready ingress controller pod"
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def judge(node: Node, policy: HealthPolicy, now: float) -> Verdict:
     if not node.ready:
         problems.append(("not Ready", _known(node.ready_changed_at)))
     if node.controller_ready is False:
-        problems.append(("no Ready ingress controller pod", _known(node.controller_changed_at)))
+        problems.append((NO_CONTROLLER, _known(node.controller_changed_at)))
     if node.unschedulable and not policy.cordoned_carry:
         problems.append(("cordoned", -math.inf))
     carries = all(now - since < policy.grace_seconds for _, since in problems)

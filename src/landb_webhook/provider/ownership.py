@@ -18,6 +18,7 @@ OWNED_RECORD_LABEL = "ownedRecord"
 HERITAGE = "heritage=external-dns"
 LABEL_KEY_PREFIX = "external-dns/"
 OWNER_LABEL = "owner"
+RESOURCE_LABEL = "resource"
 RECORD_TYPE_TEMPLATE = "%{record_type}"
 _TYPE_PREFIXES = ("a-", "aaaa-", "cname-")
 _OWNER_ID_FORBIDDEN = re.compile(r'[\s,"]')
@@ -50,16 +51,25 @@ def claimed_names(records: Iterable[Endpoint]) -> set[str]:
 
 def owner_of(txt: Endpoint) -> str | None:
     """The owner id a claim names; None when it is not a readable external-dns claim (say, encrypted)."""
+    return _claim_label(txt, OWNER_LABEL)
+
+
+def resource_of(txt: Endpoint) -> str | None:
+    """What a claim says its name was published for (``ingress/<namespace>/<name>``), when it says."""
+    return _claim_label(txt, RESOURCE_LABEL)
+
+
+def _claim_label(txt: Endpoint, key: str) -> str | None:
     if not txt.targets:
         return None
     labels: dict[str, str] = {}
     for part in txt.targets[0].strip('"').split(","):
-        key, found, value = part.partition("=")
+        label, found, value = part.partition("=")
         if found:
-            labels[key] = value
+            labels[label] = value
     if f"heritage={labels.get('heritage')}" != HERITAGE:
         return None
-    return labels.get(LABEL_KEY_PREFIX + OWNER_LABEL) or None
+    return labels.get(LABEL_KEY_PREFIX + key) or None
 
 
 def validate_owner_id(owner_id: str) -> str:

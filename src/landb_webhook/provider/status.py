@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
-from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, StateStore
+from landb_webhook.ports import Node, NodeSource, OwnershipStore, ServerStore, StateStore
 from landb_webhook.provider import departed
+from landb_webhook.provider.health import NO_CONTROLLER, HealthPolicy, judge
 from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of
+from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of, resource_of
 
 QUOTA_WARNING_RATIO = 0.8
 """A server holding more than this share of its metadata key quota is reported."""
+DEFAULT_HEALTH = HealthPolicy()
 
 
 @dataclass(frozen=True)
@@ -34,13 +36,22 @@ class NodeStatus:
     ready: bool
     deleting: bool
     unschedulable: bool
+    internal_ips: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Why the node is unhealthy as the carrier rule sees it (``provider/health.py``); empty when healthy."""
 
     @property
     def health(self) -> str:
-        """``Ready`` or ``NotReady``, then ``deleting`` and ``cordoned`` when they apply."""
+        """``Ready`` or ``NotReady``, then ``deleting``, ``cordoned``, ``no-Ready-controller-pod``."""
         words = ["Ready" if self.ready else "NotReady"]
         words += [
-            w for w, applies in (("deleting", self.deleting), ("cordoned", self.unschedulable)) if applies
+            w
+            for w, applies in (
+                ("deleting", self.deleting),
+                ("cordoned", self.unschedulable),
+                ("no-Ready-controller-pod", NO_CONTROLLER in self.problems),
+            )
+            if applies
         ]
         return ",".join(words)
 
@@ -59,6 +70,9 @@ class Holding:
     ingress: bool
     ready: bool
     """Its node is Ready and not being deleted, so it answers LanDB's share of the name's requests."""
+    unhealthy: tuple[str, ...] = ()
+    """Why its node is unhealthy (not Ready, being deleted, no Ready controller pod): external-dns'
+    loop takes the alias off such a node once its grace period ends."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,8 @@ class NameStatus:
     """The owner ids of its claims; empty when unclaimed, or when no claim is readable."""
     problems: tuple[str, ...]
     """What makes it unsafe to hand to external-dns as it is: each needs a human."""
+    resources: tuple[str, ...] = ()
+    """What its claims say it was published for (``ingress/<namespace>/<name>``), when they say."""
     plain_nodes: tuple[str, ...] = ()
     """Nodes whose server holds it as a plain (CNAME) alias, which the webhook never writes."""
 
@@ -154,7 +170,12 @@ class ClusterStatus:
 
 
 def analyse(
-    inventory: Inventory, claims: Iterable[Endpoint], *, domain: str, quota: int | None = None
+    inventory: Inventory,
+    claims: Iterable[Endpoint],
+    *,
+    domain: str,
+    quota: int | None = None,
+    health: HealthPolicy = DEFAULT_HEALTH,
 ) -> ClusterStatus:
     """The status of every alias LanDB publishes for the cluster's nodes, and what needs a human."""
     nodes = tuple(
@@ -166,11 +187,15 @@ def analyse(
             node.ready,
             node.deleting,
             node.unschedulable,
+            node.internal_ips,
+            _health_problems(node, health),
         )
         for node in sorted(inventory.nodes, key=lambda n: n.name)
     )
-    holdings = _holdings(inventory)
+    holdings = _holdings(inventory, health)
+    claims = list(claims)
     owners = _owners_by_name(claims)
+    resources = _resources_by_name(claims)
     by_label: dict[str, list[Holding]] = defaultdict(list)
     for holding in holdings:
         by_label[holding.label].append(holding)
@@ -182,6 +207,7 @@ def analyse(
             by_label.get(label, []),
             plain.get(label, []),
             owners=owners,
+            resources=resources,
             duplicates=duplicates,
             domain=domain,
         )
@@ -214,6 +240,7 @@ def read_status(
     ownership: OwnershipStore,
     *,
     domain: str,
+    health: HealthPolicy = DEFAULT_HEALTH,
     state: StateStore | None = None,
 ) -> ClusterStatus:
     """Read the cluster, the cloud, the claims and the servers of departed nodes the webhook remembers
@@ -221,13 +248,20 @@ def read_status(
     stored = state.load().get(departed.STATE_KEY) if state is not None else None
     remembered = departed.from_json(stored) if stored else {}
     inventory = InventoryReader(nodes, servers, max_age=0, departed=remembered.values).fresh()
-    return analyse(inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items())
+    return analyse(
+        inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items(), health=health
+    )
 
 
 # -- the parts ---------------------------------------------------------------------------------------
 
 
-def _holdings(inventory: Inventory) -> list[Holding]:
+def _health_problems(node: Node, health: HealthPolicy) -> tuple[str, ...]:
+    """The carrier rule's reasons, whatever the grace period (the time does not change them)."""
+    return judge(node, health, now=0.0).problems if node.is_ingress else ()
+
+
+def _holdings(inventory: Inventory, health: HealthPolicy) -> list[Holding]:
     found: list[Holding] = []
     for node in sorted(inventory.nodes, key=lambda n: n.name):
         server = inventory.servers.get(node.name)
@@ -237,8 +271,19 @@ def _holdings(inventory: Inventory) -> list[Holding]:
         keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
         keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
         serving = node.ready and not node.deleting
+        unhealthy = _health_problems(node, health)
         found += [
-            Holding(token.label, token.index, node.name, server.id, key, frozen, node.is_ingress, serving)
+            Holding(
+                token.label,
+                token.index,
+                node.name,
+                server.id,
+                key,
+                frozen,
+                node.is_ingress,
+                serving,
+                unhealthy,
+            )
             for key, frozen, token in keyed
         ]
     return sorted(found, key=lambda h: (h.label, h.node, h.index, h.key))
@@ -262,6 +307,14 @@ def _owners_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str | None]]:
     return owners
 
 
+def _resources_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str]]:
+    resources: dict[str, set[str]] = defaultdict(set)
+    for claim in claims:
+        if is_ownership_record(claim) and (resource := resource_of(claim)) is not None:
+            resources[owned_name(claim)].add(resource)
+    return resources
+
+
 def _duplicates(label: str, holdings: Sequence[Holding]) -> list[DuplicateIndex]:
     nodes_by_index: dict[int, set[str]] = defaultdict(set)
     for holding in holdings:
@@ -279,6 +332,7 @@ def _name_status(
     plain_nodes: Sequence[str],
     *,
     owners: Mapping[str, set[str | None]],
+    resources: Mapping[str, set[str]],
     duplicates: Sequence[DuplicateIndex],
     domain: str,
 ) -> NameStatus:
@@ -313,6 +367,7 @@ def _name_status(
         holdings=tuple(holdings),
         claimed=bool(named),
         owners=tuple(sorted(owner for owner in named if owner is not None)),
+        resources=tuple(sorted(resources.get(dns_name, ()))),
         problems=tuple(problems),
         plain_nodes=tuple(plain_nodes),
     )
