@@ -21,6 +21,7 @@ import structlog
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.landb.plan import Plan, Refusal, plan_changes
+from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import NodeSource, OwnershipStore, ServerStore, UpstreamError, WriterLease
 from landb_webhook.provider.adopt import adoptable
@@ -107,7 +108,7 @@ class LandbProvider:
         self._applies_started = 0
         self._applying = False  # the apply lock is held by an apply, not by a drop of orphaned claims
         self._orphan_drops = BackgroundWork("landb-orphaned-claims")
-        self._warned: set[tuple[str, str]] = set()
+        self._warnings = RepeatLimitedLog(log)
         self._departed = DepartedIndices()
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
@@ -417,15 +418,17 @@ class LandbProvider:
 
     def _drop(self, endpoint: Endpoint, reason: str, kind: str) -> None:
         self._metrics.dropped_endpoints_total.labels(reason=kind).inc()
-        self._warn_once(f"{endpoint.dns_name} {endpoint.record_type}", f"endpoint dropped: {reason}")
+        resource = endpoint.label("resource")  # the Ingress or Service asking: ingress/<namespace>/<name>
+        self._warn_once(
+            f"{endpoint.dns_name} {endpoint.record_type}",
+            f"endpoint dropped: {reason}",
+            **({"resource": resource} if resource else {}),
+        )
 
     def _warn_once(self, subject: str, message: str, **fields: object) -> None:
-        """Warn the first time; repeat at debug, so one bad Ingress does not flood every loop's log."""
-        if (subject, message) in self._warned:
-            log.debug(message, subject=subject, **fields)
-        else:
-            self._warned.add((subject, message))
-            log.warning(message, subject=subject, **fields)
+        """Warn once per period (logs.REPEAT_PERIOD_SECONDS), with how many repeats were skipped: one bad
+        Ingress does not flood every loop's log, and the memory of what was said stays bounded."""
+        self._warnings.warning((subject, message), message, subject=subject, **fields)
 
     def _unclaimed(self, labels: Iterable[str], claimed: set[str]) -> set[str]:
         """With the txt registry, aliases without a TXT claim are someone else's; with noop, none are."""
