@@ -53,6 +53,7 @@ def call(port: int, method: str, path: str, body: Any = None) -> tuple[int, Any]
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
     request.add_header("Accept", MEDIA_TYPE)
+    request.add_header("Content-Type", MEDIA_TYPE)  # as external-dns sends it; POSTs need it
     try:
         with urllib.request.urlopen(request, timeout=15) as reply:
             raw = reply.read()

@@ -35,7 +35,13 @@ from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, va
 from landb_webhook.provider.status import read_status
 from landb_webhook.report import adoption_text, status_json, status_table
 from landb_webhook.webhook.app import create_api_app, create_health_app
-from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from landb_webhook.webhook.server import (
+    HEALTH_LIMITS,
+    HttpServers,
+    api_limits,
+    bind_listener,
+    listener_url,
+)
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
 if TYPE_CHECKING:
@@ -295,8 +301,18 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
     try:
         servers = HttpServers(
             [
-                (create_api_app(provider, metrics, request_timeout=settings.request_timeout), api_listener),
-                (create_health_app(provider, metrics), health_listener),
+                (
+                    create_api_app(
+                        provider,
+                        metrics,
+                        request_timeout=settings.request_timeout,
+                        max_body_bytes=settings.max_request_body,
+                        allowed_hosts=settings.api_allowed_hosts,
+                    ),
+                    api_listener,
+                    api_limits(settings.api_max_connections),
+                ),
+                (create_health_app(provider, metrics), health_listener, HEALTH_LIMITS),
             ],
             graceful_timeout=math.ceil(settings.request_timeout) + 2,
         )
@@ -476,6 +492,7 @@ def demo_instructions(
     create = encode_changes(Changes(create=(record, claim))).decode()
     desired = encode_endpoints([Endpoint("myapp.cern.ch", "A", ("192.0.2.1",), record_ttl=300)]).decode()
     accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
+    content_type = shlex.quote(f"Content-Type: {MEDIA_TYPE}")  # POSTs without it are refused (415)
     kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
     clouds = shlex.quote(str(state_dir / "clouds.yaml"))
     openstack = shlex.quote(openstack_cli())
@@ -489,9 +506,9 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   # current records
   curl -s {api}/records
   # what the provider makes of a desired endpoint (targets become the ingress node IPs, TTL 0)
-  curl -s -X POST {api}/adjustendpoints -d {shlex.quote(desired)}
+  curl -s -X POST {api}/adjustendpoints -H {content_type} -d {shlex.quote(desired)}
   # publish myapp.cern.ch with its TXT ownership claim, as external-dns would (answers 204)
-  curl -si -X POST {api}/records -d {shlex.quote(create)}
+  curl -si -X POST {api}/records -H {content_type} -d {shlex.quote(create)}
 
   # where it lands: node metadata in Nova, the ownership claim in a ConfigMap
   OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} server show {node_name} -c properties

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from e2e.e2e_support import WebhookProcess, http_get, http_post
+from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_get, http_post, simulator_settings
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
@@ -131,16 +131,12 @@ def test_the_api_listener_binds_loopback_by_default() -> None:
 def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> Iterator[WebhookProcess]:
     seed_cluster(simulator.state, ingress_nodes=2, workers=1)
     process = WebhookProcess(
-        {
-            "OS_CLIENT_CONFIG_FILE": str(sim_clients.clouds_yaml),
-            "LANDB_OS_CLOUD": sim_clients.cloud_name,
-            "LANDB_KUBECONFIG": str(sim_clients.kubeconfig),
-            "LANDB_OWNERSHIP_NAMESPACE": "default",
-            "LANDB_LOG_LEVEL": "debug",  # every library's request logging included
-            "LANDB_LOG_FORMAT": "json",
-            "LANDB_REQUEST_TIMEOUT": "5",
-            "LANDB_UPSTREAM_TIMEOUT": "2",
-        },
+        simulator_settings(
+            sim_clients,
+            LANDB_LOG_LEVEL="debug",  # every library's request logging included
+            LANDB_REQUEST_TIMEOUT="5",
+            LANDB_UPSTREAM_TIMEOUT="2",
+        ),
         tmp_path / "webhook.log",
     )
     process.start()
@@ -159,7 +155,7 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
     def loop(label: str) -> None:
         for status, body in (
             http_get(webhook.api_port, "/records")[::2],
-            http_post(webhook.api_port, "/records", create_with_claim(label), {}),
+            http_post(webhook.api_port, "/records", create_with_claim(label), {"Content-Type": MEDIA_TYPE}),
         ):
             statuses.append(status)
             bodies.append(body)

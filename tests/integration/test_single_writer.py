@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from e2e.e2e_support import WebhookProcess, http_post
+from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_post
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.kube_store import LEASES
@@ -88,7 +88,9 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
 ) -> None:
     holder_process, standby = replicas
 
-    status, body = http_post(standby.api_port, "/records", create_with_claim("app"), {})
+    status, body = http_post(
+        standby.api_port, "/records", create_with_claim("app"), {"Content-Type": MEDIA_TYPE}
+    )
     assert status == 503
     assert json.loads(body) == {
         "error": "changes refused: not the writer: the writer lease is held by replica-a"
@@ -96,7 +98,9 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     assert api_writes(simulator) == 0
     assert published(simulator) == set()
 
-    status, _ = http_post(holder_process.api_port, "/records", create_with_claim("app"), {})
+    status, _ = http_post(
+        holder_process.api_port, "/records", create_with_claim("app"), {"Content-Type": MEDIA_TYPE}
+    )
     assert status == 204
     assert published(simulator) == {"app"}
 
@@ -105,7 +109,9 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     holder_process._process.wait()
     wait_for(lambda: holder(simulator) == "replica-b", "replica-b to take over the expired lease")
 
-    status, body = http_post(standby.api_port, "/records", create_with_claim("web"), {})
+    status, body = http_post(
+        standby.api_port, "/records", create_with_claim("web"), {"Content-Type": MEDIA_TYPE}
+    )
     assert (status, body) == (204, b"")
     assert published(simulator) == {"app", "web"}
     assert '"writer lease acquired: this replica applies changes"' in standby.log_text()
