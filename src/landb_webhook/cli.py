@@ -34,7 +34,7 @@ from landb_webhook.provider.adopt import plan_adoption, store_claims
 from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.provider.status import read_status
 from landb_webhook.report import adoption_text, status_json, status_table
-from landb_webhook.webhook.app import create_api_app, create_health_app
+from landb_webhook.webhook.app import create_api_app, create_health_app, host_name, is_loopback
 from landb_webhook.webhook.server import (
     HEALTH_LIMITS,
     HttpServers,
@@ -252,6 +252,8 @@ def serve(settings: Settings) -> int:
     configure_logging(settings.log_level, settings.log_format)
     for name in unknown_variables(os.environ):
         _log.warning("unknown environment variable ignored", variable=name)
+    if (problem := api_host_problem(settings)) is not None:
+        _log.warning(problem)
     api_listener = _listen("api_port", settings.api_host, settings.api_port)
     try:
         health_listener = _listen("health_port", settings.health_host, settings.health_port)
@@ -259,6 +261,17 @@ def serve(settings: Settings) -> int:
         api_listener.close()
         raise
     return run_webhook(settings, api_listener, health_listener)
+
+
+def api_host_problem(settings: Settings) -> str | None:
+    """Why external-dns might be refused (421): the API listens beyond loopback, yet answers loopback
+    Host names only."""
+    if is_loopback(host_name(settings.api_host)) or settings.api_allowed_hosts:
+        return None
+    return (
+        f"the webhook API listens on {settings.api_host} but answers only loopback Host names: if "
+        f"external-dns calls it by another name, list that name in {flag_and_variable('api_allowed_hosts')}"
+    )
 
 
 def _listen(port_field: str, host: str, port: int) -> socket.socket:
