@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.body_memory import endpoint, peak_rss_mib
 
 from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_post, simulator_settings
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
@@ -28,23 +29,6 @@ def memory_request_mib() -> int:
     match = re.search(r"requests:.*memory:\s*(\d+)Mi", CHART_VALUES.read_text())
     assert match is not None, f"no memory request in {CHART_VALUES}"
     return int(match[1])
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM in /proc/<pid>/status")
-
-
-def endpoint(index: int) -> dict[str, Any]:
-    """A desired endpoint as external-dns sends it for an Ingress: ~150 bytes."""
-    return {
-        "dnsName": f"app-{index:06d}.cern.ch",
-        "targets": ["188.184.1.2", "188.184.1.3", "188.184.1.4"],
-        "recordType": "A",
-        "labels": {"resource": f"ingress/default/app-{index:06d}"},
-    }
 
 
 def largest(build: Any) -> bytes:
