@@ -41,18 +41,19 @@ def free_port() -> int:
         return port
 
 
-def rss_kib(pid: int) -> int:
-    """The process' resident set size, from /proc (Linux)."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """The process' resident set size from /proc (Linux); ``VmHWM`` for its peak so far."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc status")
+    raise RuntimeError(f"no {field} in /proc status")
 
 
 def call(port: int, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
     request.add_header("Accept", MEDIA_TYPE)
+    request.add_header("Content-Type", MEDIA_TYPE)  # as external-dns sends it; POSTs need it
     try:
         with urllib.request.urlopen(request, timeout=15) as reply:
             raw = reply.read()
@@ -88,7 +89,8 @@ def claims(endpoints: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def webhook(sim: Simulator, workdir: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def webhook(sim: Simulator, workdir: Path, **settings: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``landb-webhook serve`` against ``sim``, with ``settings`` (``LANDB_*`` variables) added."""
     config = sim.write_client_config(workdir)
     api_port, health_port = free_port(), free_port()
     environment = {
@@ -101,6 +103,7 @@ def webhook(sim: Simulator, workdir: Path) -> Iterator[tuple[subprocess.Popen[by
         "LANDB_HEALTH_HOST": "127.0.0.1",
         "LANDB_HEALTH_PORT": str(health_port),
         "LANDB_LOG_LEVEL": "warning",
+        **settings,
     }
     with (workdir / "webhook.log").open("wb") as log:
         process = subprocess.Popen(

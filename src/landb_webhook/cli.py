@@ -34,9 +34,15 @@ from landb_webhook.provider.adopt import plan_adoption, store_claims
 from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.provider.status import ClusterStatus, read_status
 from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
-from landb_webhook.webhook.app import create_api_app, create_health_app
+from landb_webhook.webhook.app import create_api_app, create_health_app, host_name, is_loopback
 from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
-from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from landb_webhook.webhook.server import (
+    HEALTH_LIMITS,
+    HttpServers,
+    api_limits,
+    bind_listener,
+    listener_url,
+)
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
 if TYPE_CHECKING:
@@ -285,6 +291,8 @@ def serve(settings: Settings) -> int:
     Raises SettingError for a setting that cannot work here (a port in use, an unusable file).
     """
     configure_logging(settings.log_level, settings.log_format)
+    if (problem := api_host_problem(settings)) is not None:
+        _log.warning(problem)
     api_listener = _listen("api_port", settings.api_host, settings.api_port)
     try:
         health_listener = _listen("health_port", settings.health_host, settings.health_port)
@@ -292,6 +300,17 @@ def serve(settings: Settings) -> int:
         api_listener.close()
         raise
     return run_webhook(settings, api_listener, health_listener)
+
+
+def api_host_problem(settings: Settings) -> str | None:
+    """Why external-dns might be refused (421): the API listens beyond loopback, yet answers loopback
+    Host names only."""
+    if is_loopback(host_name(settings.api_host)) or settings.api_allowed_hosts:
+        return None
+    return (
+        f"the webhook API listens on {settings.api_host} but answers only loopback Host names: if "
+        f"external-dns calls it by another name, list that name in {flag_and_variable('api_allowed_hosts')}"
+    )
 
 
 def _listen(port_field: str, host: str, port: int) -> socket.socket:
@@ -338,11 +357,17 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
             [
                 (
                     create_api_app(
-                        provider, metrics, request_timeout=settings.request_timeout, progress=progress
+                        provider,
+                        metrics,
+                        request_timeout=settings.request_timeout,
+                        max_body_bytes=settings.max_request_body,
+                        allowed_hosts=settings.api_allowed_hosts,
+                        progress=progress,
                     ),
                     api_listener,
+                    api_limits(settings.api_max_connections),
                 ),
-                (create_health_app(provider, metrics, progress=progress), health_listener),
+                (create_health_app(provider, metrics, progress=progress), health_listener, HEALTH_LIMITS),
             ],
             graceful_timeout=math.ceil(settings.request_timeout) + 2,
         )
@@ -584,6 +609,7 @@ def demo_instructions(
     create = encode_changes(Changes(create=(record, claim))).decode()
     desired = encode_endpoints([Endpoint("myapp.cern.ch", "A", ("192.0.2.1",), record_ttl=300)]).decode()
     accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
+    content_type = shlex.quote(f"Content-Type: {MEDIA_TYPE}")  # POSTs without it are refused (415)
     kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
     clouds = shlex.quote(str(state_dir / "clouds.yaml"))
     openstack = shlex.quote(installed_command("openstack"))
@@ -605,9 +631,9 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   # current records
   curl -s {api}/records
   # what the provider makes of a desired endpoint (targets become the ingress node IPs, TTL 0)
-  curl -s -X POST {api}/adjustendpoints -d {shlex.quote(desired)}
+  curl -s -X POST {api}/adjustendpoints -H {content_type} -d {shlex.quote(desired)}
   # publish myapp.cern.ch with its TXT ownership claim, as external-dns would (answers 204)
-  curl -si -X POST {api}/records -d {shlex.quote(create)}
+  curl -si -X POST {api}/records -H {content_type} -d {shlex.quote(create)}
 
   # where it lands: node metadata in Nova, the ownership claim in a ConfigMap
   OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} server show {node_name} -c properties

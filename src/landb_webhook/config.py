@@ -28,6 +28,12 @@ NOT_SETTINGS = frozenset({"LANDB_TOOLS_DIR", "LANDB_EXTERNAL_DNS", "LANDB_FAULT_
 """``LANDB_*`` names the build scripts and the tests read (where tools are cached, seeds): no setting of
 the service, and no mistake either when they are set."""
 
+DEFAULT_MAX_REQUEST_BODY = 2**20
+"""The largest request body read by default (LANDB_MAX_REQUEST_BODY): 1 MiB. external-dns sends ~200
+bytes per desired name (300 names: 60 KB; a first ApplyChanges twice that, with the TXT claims), so
+1 MiB is ~5,000 names, more than an ingress node's metadata quota can carry; `serve` peaks at ~177 MiB
+on it, under the chart's 192 MiB memory request."""
+
 
 def flag_and_variable(field: str) -> str:
     """How an operator names a setting: ``--api-port (LANDB_API_PORT)``."""
@@ -52,6 +58,27 @@ class Settings(BaseSettings):
     health_port: int = Field(8080, ge=0, le=65535, description="Port of /healthz, /readyz and /metrics.")
     request_timeout: float = Field(
         10.0, gt=0, le=14, description="Seconds a webhook call may take before it answers 503."
+    )
+    max_request_body: int = Field(
+        DEFAULT_MAX_REQUEST_BODY,
+        ge=2**16,
+        le=2**25,
+        description="Largest webhook request body in bytes (default 1 MiB: ~5,000 desired names, more "
+        "than an ingress node's metadata can carry); a larger one is refused with a 503 naming this "
+        "setting. Decoding costs ~16x the body in memory: raise the pod's memory with it.",
+    )
+    api_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Host names (comma-separated, any port) the webhook API answers besides loopback "
+        "(127.0.0.1, ::1, localhost); another Host is refused with 421, which stops a web page from "
+        "driving the API through DNS rebinding. Needed only if external-dns calls it by another name.",
+    )
+    api_max_connections: int = Field(
+        32,
+        ge=2,
+        le=4096,
+        description="Open connections to the webhook API (external-dns keeps one or two); more are "
+        "answered 503 and closed, so that a flood cannot use up the process' file descriptors.",
     )
 
     # DNS
@@ -285,7 +312,7 @@ class Settings(BaseSettings):
             raise ValueError("not a Kubernetes label key")
         return value
 
-    @field_validator("domain_filter", mode="before")
+    @field_validator("domain_filter", "api_allowed_hosts", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         """Accept ``a.ch,b.org`` (env and flags) and a JSON list, as pydantic-settings users expect."""
@@ -294,11 +321,11 @@ class Settings(BaseSettings):
                 try:
                     return json.loads(value)
                 except json.JSONDecodeError:
-                    raise ValueError("neither a JSON list nor comma-separated domain suffixes") from None
+                    raise ValueError("neither a JSON list nor a comma-separated list") from None
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("domain_filter")
+    @field_validator("domain_filter", "api_allowed_hosts")
     @classmethod
     def _suffixes_are_lower_case(cls, value: list[str]) -> list[str]:
         return [suffix.strip().strip(".").lower() for suffix in value if suffix.strip().strip(".")]

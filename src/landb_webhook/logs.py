@@ -18,7 +18,11 @@ import itertools
 import logging
 import re
 import sys
-from collections.abc import Iterable, Mapping, MutableMapping
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 import structlog
@@ -256,3 +260,108 @@ def reset_logging() -> None:
     logging.getLogger(_OWN_LOGGER).setLevel(logging.NOTSET)
     structlog.reset_defaults()
     register_secrets(())
+
+
+REPEAT_PERIOD_SECONDS = 3600.0
+"""How often one repeated warning (the same dropped name, the same refused Host) is said again."""
+REPEAT_KEYS = 4096
+"""How many distinct warnings :class:`RepeatLimiter` remembers: its memory is bounded whatever the input."""
+
+
+@dataclass
+class _Said:
+    at: float
+    held_back: int = 0
+
+
+class RepeatLimiter:
+    """Lets each key through at most once per ``period`` seconds and counts what it held back meanwhile.
+
+    A persistent problem is thus said again every period, not once per process lifetime, and a flood of
+    distinct keys costs at most ``max_keys`` entries: past that, new keys are held back (and counted in
+    :attr:`overflow`) until old entries expire. Thread-safe: provider calls run in worker threads.
+    """
+
+    def __init__(
+        self,
+        period: float = REPEAT_PERIOD_SECONDS,
+        *,
+        max_keys: int = REPEAT_KEYS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.period = period
+        self.max_keys = max_keys
+        self._clock = clock
+        self._said: OrderedDict[Hashable, _Said] = OrderedDict()  # oldest ``at`` first
+        self._lock = threading.Lock()
+        self.overflow = 0
+        """New keys held back because the table was full, since the overflow was last reported."""
+        self._overflow_said_at: float | None = None
+
+    def __len__(self) -> int:
+        """How many keys it remembers now."""
+        return len(self._said)
+
+    def admit(self, key: Hashable) -> int | None:
+        """None to hold ``key`` back; else how many times it was held back since it was last let through."""
+        now = self._clock()
+        with self._lock:
+            said = self._said.get(key)
+            if said is not None and now - said.at < self.period:
+                said.held_back += 1
+                return None
+            if said is None and not self._make_room(now):
+                self.overflow += 1
+                return None
+            held_back = said.held_back if said is not None else 0
+            self._said[key] = _Said(now)
+            self._said.move_to_end(key)
+            return held_back
+
+    def take_overflow(self) -> int | None:
+        """The count of keys held back for want of room, at most once per period; None if not due."""
+        now = self._clock()
+        with self._lock:
+            due = self._overflow_said_at is None or now - self._overflow_said_at >= self.period
+            if not self.overflow or not due:
+                return None
+            taken, self.overflow, self._overflow_said_at = self.overflow, 0, now
+            return taken
+
+    def _make_room(self, now: float) -> bool:
+        while len(self._said) >= self.max_keys:
+            oldest = next(iter(self._said.values()))
+            if now - oldest.at < self.period:
+                return False
+            self._said.popitem(last=False)
+        return True
+
+
+class RepeatLimitedLog:
+    """A warning said at most once per period per key, with ``held_back=N`` when repeats were skipped."""
+
+    def __init__(self, logger: Any, limiter: RepeatLimiter | None = None) -> None:
+        """``logger``: any structlog logger (a bound one, or the lazy proxy of ``structlog.get_logger``)."""
+        self._logger = logger
+        self.limiter = limiter if limiter is not None else RepeatLimiter()
+
+    def warning(self, key: Hashable, event: str, **fields: object) -> None:
+        self._say(self._logger.warning, key, event, fields)
+
+    def error(self, key: Hashable, event: str, **fields: object) -> None:
+        self._say(self._logger.error, key, event, fields)
+
+    def _say(self, log: Callable[..., Any], key: Hashable, event: str, fields: dict[str, object]) -> None:
+        held_back = self.limiter.admit(key)
+        if held_back is not None:
+            if held_back:
+                fields["held_back"] = held_back
+            fields.setdefault("repeats_at_most_every_s", self.limiter.period)
+            log(event, **fields)
+        overflow = self.limiter.take_overflow()
+        if overflow is not None:
+            self._logger.warning(
+                "too many distinct warnings: some were not logged",
+                not_logged=overflow,
+                remembered=self.limiter.max_keys,
+            )

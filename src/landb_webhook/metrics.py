@@ -35,7 +35,7 @@ OPENSTACK_OPERATIONS = ("list_servers", "get_server", "set_metadata", "delete_me
 UPSTREAMS = ("nova", "keystone", "kubernetes")
 OPENSTACK_RESULTS = ("ok", "error", "auth_error")
 """``auth_error``: Keystone failed before the call could be made; ``error``: Nova failed or did not answer."""
-REJECTION_REASONS = ("not_json", "wrong_shape", "too_large")
+REJECTION_REASONS = ("not_json", "wrong_shape", "too_large", "wrong_host", "wrong_media_type")
 REFUSAL_REASONS = (
     "not_owned",
     "plain_alias",
@@ -89,7 +89,7 @@ class Metrics:
     """Changes refused as invalid or impossible, by ``reason``."""
     rejected_requests_total: Counter
     """Webhook requests refused before reaching the provider, by ``reason`` (not_json, wrong_shape,
-    too_large)."""
+    too_large, wrong_host, wrong_media_type)."""
     dropped_endpoints_total: Counter
     """Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by ``reason``."""
     aliases_published: Gauge
@@ -186,7 +186,7 @@ class Metrics:
             rejected_requests_total=Counter(
                 f"{PREFIX}_rejected_requests_total",
                 "Webhook requests refused before reaching the provider, by reason "
-                "(not_json, wrong_shape, too_large).",
+                "(not_json, wrong_shape, too_large, wrong_host, wrong_media_type).",
                 ["reason"],
                 registry=registry,
             ),

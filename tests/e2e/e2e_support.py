@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from landb_webhook.config import Settings
-from landb_webhook.simulator import Simulator
+from landb_webhook.simulator import ClientConfig, Simulator
 
 EXTERNAL_DNS_VERSION = "v0.22.0"
 INSTALL_HINT = "run scripts/install-external-dns.sh"
@@ -330,14 +330,16 @@ def inherited_environment() -> dict[str, str]:
     }
 
 
-def simulator_settings(clients: Any, **extra: str) -> dict[str, str]:
-    """The environment a ``landb-webhook serve`` of the simulator ``clients`` describe runs with."""
+def simulator_settings(clients: ClientConfig, **settings: str) -> dict[str, str]:
+    """The environment of a ``landb-webhook serve`` against the simulator ``clients`` point at, plus
+    ``settings`` (``LANDB_*`` variables)."""
     return {
         "OS_CLIENT_CONFIG_FILE": str(clients.clouds_yaml),
         "LANDB_OS_CLOUD": clients.cloud_name,
         "LANDB_KUBECONFIG": str(clients.kubeconfig),
-        "LANDB_OWNERSHIP_NAMESPACE": "default",
-        **extra,
+        "LANDB_OWNERSHIP_NAMESPACE": OWNERSHIP_NAMESPACE,
+        "LANDB_LOG_FORMAT": "json",
+        **settings,
     }
 
 
@@ -390,6 +392,11 @@ class WebhookProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "the webhook is not running"
+        return self._process.pid
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

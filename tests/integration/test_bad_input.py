@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 from test_provider_loop import settings_for
 
 from landb_webhook.app import build_provider
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key, read_aliases
+from landb_webhook.logs import REPEAT_KEYS
 from landb_webhook.metrics import Metrics
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.kube_store import CONFIGMAPS
@@ -124,3 +126,39 @@ def test_bad_names_are_dropped_and_counted_and_the_good_ones_still_converge(
             sim.state.set_metadata_direct(server_id, metadata)
         for configmap in sim.state.kube.select(CONFIGMAPS, "default")[0]:
             sim.state.kube.delete(CONFIGMAPS, "default", configmap["metadata"]["name"])
+
+
+def test_a_dropped_endpoint_is_said_once_per_period_naming_its_ingress(
+    webhook: tuple[Webhook, Simulator, set[str]],
+) -> None:
+    served, _sim, _ingress = webhook
+    wildcard = Endpoint("*.apps.cern.ch", "A", ("192.0.2.9",), labels=(("resource", "ingress/web/apps"),))
+    body = json.dumps([endpoint_json(wildcard, str)])
+
+    with capture_logs() as logs:
+        replies = [served.api.post("/adjustendpoints", content=body) for _ in range(3)]
+
+    assert [reply.status_code for reply in replies] == [200, 200, 200]
+    [line] = [entry for entry in logs if str(entry["event"]).startswith("endpoint dropped")]
+    assert line["resource"] == "ingress/web/apps"
+    assert line["subject"] == "*.apps.cern.ch A"
+
+
+def test_the_warnings_about_many_distinct_dropped_names_are_bounded(
+    webhook: tuple[Webhook, Simulator, set[str]],
+) -> None:
+    served, _sim, _ingress = webhook
+    names = [Endpoint(f"app{index}.example.org", "A", ("192.0.2.9",)) for index in range(REPEAT_KEYS + 500)]
+    body = json.dumps([endpoint_json(endpoint, str) for endpoint in names])
+
+    with capture_logs() as logs:
+        reply = served.api.post("/adjustendpoints", content=body)
+        again = served.api.post("/adjustendpoints", content=body)
+
+    assert reply.status_code == again.status_code == 200
+    drops = [entry for entry in logs if str(entry["event"]).startswith("endpoint dropped")]
+    assert len(drops) == REPEAT_KEYS
+    [overflow] = [
+        entry for entry in logs if entry["event"] == "too many distinct warnings: some were not logged"
+    ]
+    assert overflow["remembered"] == REPEAT_KEYS

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from e2e.e2e_support import WebhookProcess, http_get, http_post, simulator_settings
+from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_get, http_post, simulator_settings
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
@@ -134,7 +134,6 @@ def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> 
         simulator_settings(
             sim_clients,
             LANDB_LOG_LEVEL="debug",  # every library's request logging included
-            LANDB_LOG_FORMAT="json",
             LANDB_REQUEST_TIMEOUT="5",
             LANDB_UPSTREAM_TIMEOUT="2",
         ),
@@ -156,7 +155,7 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
     def loop(label: str) -> None:
         for status, body in (
             http_get(webhook.api_port, "/records")[::2],
-            http_post(webhook.api_port, "/records", create_with_claim(label), {}),
+            http_post(webhook.api_port, "/records", create_with_claim(label), {"Content-Type": MEDIA_TYPE}),
         ):
             statuses.append(status)
             bodies.append(body)

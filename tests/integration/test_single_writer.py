@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.e2e_support import WebhookProcess, http_post
+from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_post
 from landb_webhook.adapters.ownership import decode_record
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
@@ -120,7 +120,9 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
 ) -> None:
     holder_process, standby = replicas
 
-    status, body = http_post(standby.api_port, "/records", create_with_claim("app"), {})
+    status, body = http_post(
+        standby.api_port, "/records", create_with_claim("app"), {"Content-Type": MEDIA_TYPE}
+    )
     assert status == 503
     assert json.loads(body) == {
         "error": "changes refused: not the writer: the writer lease is held by replica-a"
@@ -128,7 +130,9 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     assert api_writes(simulator) == 0
     assert published(simulator) == set()
 
-    status, body = http_post(holder_process.api_port, "/records", create_with_claim("app"), {})
+    status, body = http_post(
+        holder_process.api_port, "/records", create_with_claim("app"), {"Content-Type": MEDIA_TYPE}
+    )
     assert status == 204, body
     assert published(simulator) == {"app"}
 
@@ -137,7 +141,9 @@ def test_only_the_lease_holder_writes_and_the_other_takes_over_when_it_is_killed
     holder_process._process.wait()
     wait_for_takeover(simulator, standby, "the expired lease")
 
-    status, body = http_post(standby.api_port, "/records", create_with_claim("web"), {})
+    status, body = http_post(
+        standby.api_port, "/records", create_with_claim("web"), {"Content-Type": MEDIA_TYPE}
+    )
     assert (status, body) == (204, b"")
     assert published(simulator) == {"app", "web"}
 

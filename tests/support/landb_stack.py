@@ -23,7 +23,8 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.provider.core import LandbProvider
 from landb_webhook.simulator import ClientConfig
 from landb_webhook.webhook.app import create_api_app
-from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
+from landb_webhook.webhook.wire import MEDIA_TYPE
 from support.fake_time import FakeTime
 
 OWNERSHIP_NAMESPACE = "default"
@@ -95,11 +96,13 @@ def serving_api(stack: Stack) -> Iterator[httpx.Client]:
     """The webhook API of ``stack`` on a real uvicorn socket on 127.0.0.1; yields a client for it."""
     listener = bind_listener("127.0.0.1", 0)
     app = create_api_app(stack.provider, stack.metrics, request_timeout=stack.settings.request_timeout)
-    servers = HttpServers([(app, listener)], graceful_timeout=1)
+    servers = HttpServers([(app, listener, api_limits())], graceful_timeout=1)
     thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
     thread.start()
     try:
-        with httpx.Client(base_url=listener_url(listener), timeout=15) as client:
+        with httpx.Client(
+            base_url=listener_url(listener), timeout=15, headers={"Content-Type": MEDIA_TYPE}
+        ) as client:
             yield client
     finally:
         servers.stop()

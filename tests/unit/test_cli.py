@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 import landb_webhook
-from landb_webhook.cli import build_parser, demo_instructions, load_settings, main
+from landb_webhook.cli import api_host_problem, build_parser, demo_instructions, load_settings, main
 from landb_webhook.config import Settings, unknown_variables
 from landb_webhook.logs import reset_logging
 from landb_webhook.webhook.wire import decode_changes, decode_endpoints
@@ -482,3 +482,22 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
     [line] = capsys.readouterr().err.splitlines()
     assert code == 1
     assert json.loads(line)["error"] == "LookupError: cloud 'prod' not found in clouds.yaml"
+
+
+@pytest.mark.parametrize(
+    ("api_host", "allowed", "warned"),
+    [
+        ("127.0.0.1", [], False),
+        ("::1", [], False),
+        ("0.0.0.0", [], True),
+        ("::", [], True),
+        ("0.0.0.0", ["hook"], False),
+    ],
+)
+def test_an_api_listening_beyond_loopback_without_allowed_hosts_is_warned_about(
+    api_host: str, allowed: list[str], warned: bool
+) -> None:
+    problem = api_host_problem(Settings(api_host=api_host, api_allowed_hosts=allowed))
+
+    assert (problem is not None) == warned
+    assert problem is None or "LANDB_API_ALLOWED_HOSTS" in problem

@@ -10,12 +10,15 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from landb_webhook.logs import (
     OMITTED_BODY,
     REDACTED,
     LogFormat,
     LogLevel,
+    RepeatLimitedLog,
+    RepeatLimiter,
     configure_logging,
     get_logger,
     is_secret_key,
@@ -294,3 +297,60 @@ def test_no_registered_secret_nor_upstream_body_reaches_a_library_debug_line(
     assert output.count(f"RESP BODY: {OMITTED_BODY}") == 2
     assert "refused" not in output and "echo" not in output
     assert "used request id req-1" in output
+
+
+# --- Repeated warnings: at most once per period, bounded memory ----------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def said(logs: list[dict[str, object]], event: str) -> list[dict[str, object]]:
+    return [entry for entry in logs if entry["event"] == event]
+
+
+def test_a_repeated_warning_is_said_again_each_period_with_how_many_were_held_back() -> None:
+    clock = Clock()
+    warnings = RepeatLimitedLog(get_logger("test"), RepeatLimiter(60, clock=clock))
+
+    with capture_logs() as logs:
+        for _ in range(5):
+            warnings.warning("app.cern.ch", "endpoint dropped", name="app.cern.ch")
+            clock.now += 1
+        clock.now += 60
+        warnings.warning("app.cern.ch", "endpoint dropped", name="app.cern.ch")
+        warnings.warning("app.cern.ch", "endpoint dropped", name="app.cern.ch")
+
+    first, again = said(logs, "endpoint dropped")
+    assert "held_back" not in first
+    assert again["held_back"] == 4
+    assert first["log_level"] == again["log_level"] == "warning"
+
+
+def test_distinct_warnings_are_each_said_and_the_limiter_remembers_at_most_max_keys() -> None:
+    clock = Clock()
+    limiter = RepeatLimiter(60, max_keys=100, clock=clock)
+    warnings = RepeatLimitedLog(get_logger("test"), limiter)
+
+    with capture_logs() as logs:
+        for index in range(10_000):
+            warnings.warning(index, "endpoint dropped", name=f"n{index}.cern.ch")
+
+    assert len(said(logs, "endpoint dropped")) == 100
+    [overflow] = said(logs, "too many distinct warnings: some were not logged")
+    assert overflow["not_logged"] == 1  # said at the first key over the cap, then once per period
+    assert len(limiter) == 100
+
+    clock.now += 60
+    with capture_logs() as logs:
+        warnings.warning("later", "endpoint dropped", name="later.cern.ch")
+
+    assert len(said(logs, "endpoint dropped")) == 1
+    [overflow] = said(logs, "too many distinct warnings: some were not logged")
+    assert overflow["not_logged"] == 10_000 - 100 - 1
+    assert len(limiter) <= 100

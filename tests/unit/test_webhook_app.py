@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.logs import configure_logging, reset_logging
 from landb_webhook.metrics import Metrics
@@ -23,7 +25,7 @@ from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import Readiness, WebhookProvider
 from landb_webhook.webhook.app import create_api_app
 from landb_webhook.webhook.liveness import CallProgress
-from landb_webhook.webhook.server import HttpServers, bind_listener, listener_url
+from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
 from support.memory_provider import InMemoryProvider
 from support.serving import WAIT, Webhook, client, serving
@@ -226,26 +228,118 @@ def test_apply_changes_with_null_lists_changes_nothing(webhook: Webhook) -> None
     "headers",
     [
         {},
-        {"Content-Type": "text/plain", "Accept": "text/html"},
-        {"Content-Type": "application/x-www-form-urlencoded", "Accept": "*/*"},
+        {"Accept": "text/html"},
+        {"Accept": "*/*"},
         {"Accept": "application/external.dns.webhook+json;version=2"},
     ],
 )
-def test_odd_or_missing_headers_are_never_refused(webhook: Webhook, headers: dict[str, str]) -> None:
-    # ApplyChanges is sent with no Accept header at all; nothing may depend on request headers.
+def test_odd_or_missing_accept_headers_are_never_refused(webhook: Webhook, headers: dict[str, str]) -> None:
+    # ApplyChanges is sent with no Accept header at all; only a POST's media type is checked.
     assert webhook.api.get("/", headers=headers).status_code == 200
-    assert webhook.api.get("/records", headers=headers).status_code == 200
+    assert webhook.api.get("/records", headers={**headers, "Content-Type": "text/plain"}).status_code == 200
     assert webhook.api.post("/adjustendpoints", content=b"[]", headers=headers).status_code == 200
     assert webhook.api.post("/records", content=b"{}", headers=headers).status_code == 204
 
 
-def test_a_body_just_below_32_mib_is_accepted(webhook: Webhook) -> None:
-    target = "x" * (31 * 2**20)
-    body = json.dumps({"create": [{"dnsName": "big.bar.com", "recordType": "TXT", "targets": [target]}]})
+def test_a_body_of_the_largest_accepted_size_is_accepted(webhook: Webhook) -> None:
+    def body_of(target_length: int) -> bytes:
+        change = {"dnsName": "big.bar.com", "recordType": "TXT", "targets": ["x" * target_length]}
+        return json.dumps({"create": [change]}).encode()
 
-    reply = webhook.api.post("/records", content=body.encode())
+    body = body_of(DEFAULT_MAX_REQUEST_BODY - len(body_of(0)))
+    assert len(body) == DEFAULT_MAX_REQUEST_BODY
+
+    reply = webhook.api.post("/records", content=body)
 
     assert reply.status_code == 204
+
+
+# --- What external-dns never sends: another Host, another media type (DNS rebinding) ------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        MEDIA_TYPE,
+        "application/external.dns.webhook+json; version=1",
+        "Application/External.DNS.Webhook+JSON;Version=1;charset=utf-8",
+    ],
+)
+def test_a_post_in_the_webhook_media_type_is_accepted(webhook: Webhook, content_type: str) -> None:
+    reply = webhook.api.post("/records", content=CREATE_BAR, headers={"Content-Type": content_type})
+
+    assert reply.status_code == 204
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/json",
+        "application/external.dns.webhook+json",
+        "application/external.dns.webhook+json;version=2",
+    ],
+)
+@pytest.mark.parametrize("path", ["/records", "/adjustendpoints"])
+def test_a_post_in_another_media_type_is_415_and_changes_nothing(
+    webhook: Webhook, provider: UnreliableProvider, content_type: str | None, path: str
+) -> None:
+    headers = {"Content-Type": content_type} if content_type is not None else {}
+    request = webhook.api.build_request("POST", path, content=CREATE_BAR, headers=headers)
+    if content_type is None:
+        del request.headers["Content-Type"]
+
+    reply = webhook.api.send(request)
+
+    assert reply.status_code == 415
+    assert MEDIA_TYPE in reply.json()["error"]
+    assert provider.remote_calls == []
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.0.0.1:8888", "localhost", "LOCALHOST:8888", "[::1]:8888", "::1", "127.1.2.3"]
+)
+def test_loopback_hosts_are_served(webhook: Webhook, host: str) -> None:
+    reply = webhook.api.post("/records", content=CREATE_BAR, headers={"Host": host})
+
+    assert reply.status_code == 204
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example.com", "evil.example.com:8888", "10.0.0.1", "localhost.evil.com"]
+)
+def test_another_host_is_421_naming_the_setting_and_changes_nothing(
+    webhook: Webhook, provider: UnreliableProvider, host: str
+) -> None:
+    with capture_logs() as logs:
+        applied = webhook.api.post("/records", content=CREATE_BAR, headers={"Host": host})
+        read = webhook.api.get("/records", headers={"Host": host})
+
+    assert applied.status_code == read.status_code == 421
+    assert "LANDB_API_ALLOWED_HOSTS" in applied.json()["error"]
+    assert provider.remote_calls == []
+    [line] = [entry for entry in logs if entry["event"] == "request refused: wrong host"]
+    assert line["host"] == host
+
+
+def test_a_configured_host_is_served(provider: UnreliableProvider) -> None:
+    with serving(provider, allowed_hosts=("landb-webhook.example.svc",)) as webhook:
+        allowed = webhook.api.post(
+            "/records", content=CREATE_BAR, headers={"Host": "Landb-Webhook.example.svc:8888"}
+        )
+        other = webhook.api.post("/records", content=CREATE_BAR, headers={"Host": "evil.example.com"})
+
+    assert allowed.status_code == 204
+    assert other.status_code == 421
+
+
+def test_health_and_metrics_answer_any_host(webhook: Webhook) -> None:
+    # The kubelet probes the pod IP, Prometheus scrapes it by address: the health listener checks no Host.
+    assert webhook.health.get("/healthz", headers={"Host": "10.1.2.3:8080"}).status_code == 200
+    assert webhook.health.get("/metrics", headers={"Host": "10.1.2.3:8080"}).status_code == 200
 
 
 # --- Bad requests: 400, and only for the body ---------------------------------------------------------
@@ -397,7 +491,7 @@ def test_stopping_waits_for_a_running_apply(provider: UnreliableProvider) -> Non
     metrics = Metrics.create(process_metrics=False)
     listener = bind_listener("127.0.0.1", 0)
     servers = HttpServers(
-        [(create_api_app(provider, metrics, request_timeout=0.3), listener)], graceful_timeout=1
+        [(create_api_app(provider, metrics, request_timeout=0.3), listener, api_limits())], graceful_timeout=1
     )
     thread = threading.Thread(target=asyncio.run, args=(servers.serve(handle_signals=False),), daemon=True)
     thread.start()

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.webhook.app import MAX_BODY_BYTES
 from landb_webhook.webhook.wire import MEDIA_TYPE
 from support.memory_provider import InMemoryProvider
 from support.serving import Webhook, serving
@@ -172,33 +172,36 @@ def test_a_non_json_body_is_logged_and_counted(served: Served) -> None:
     assert "Invalid JSON" in line["reason"]
 
 
-def test_a_body_over_32_mib_is_a_503_external_dns_survives_and_reaches_no_provider(served: Served) -> None:
+def test_a_body_over_the_limit_is_a_503_naming_the_setting_and_reaches_no_provider(served: Served) -> None:
     served.provider = InMemoryProvider(records=[SEEDED])
-    target = "x" * (MAX_BODY_BYTES + 1)
+    target = "x" * (DEFAULT_MAX_REQUEST_BODY + 1)
     body = json.dumps({"create": [{"dnsName": "big.example.org", "recordType": "TXT", "targets": [target]}]})
     before = rejected(served.webhook, "too_large")
 
     with capture_logs() as logs:
         reply = served.webhook.api.post("/records", content=body.encode())
 
-    assert reply.status_code == 503
-    assert "larger than 33554432 bytes" in reply.json()["error"]
+    assert reply.status_code == 503  # not a 4xx: external-dns would exit
+    assert f"larger than {DEFAULT_MAX_REQUEST_BODY} bytes" in reply.json()["error"]
+    assert "LANDB_MAX_REQUEST_BODY" in reply.json()["error"]
     assert served.provider.records() == [SEEDED]
     assert rejected(served.webhook, "too_large") == before + 1
-    assert any(entry["event"] == "request body refused: too large" for entry in logs)
+    [line] = [entry for entry in logs if entry["event"] == "request body refused: too large"]
+    assert "LANDB_MAX_REQUEST_BODY" in line["setting"]
+    assert line["limit"] == DEFAULT_MAX_REQUEST_BODY
 
 
-def test_a_chunked_body_over_32_mib_is_refused_without_a_content_length(served: Served) -> None:
+def test_a_chunked_body_over_the_limit_is_refused_without_a_content_length(served: Served) -> None:
     served.provider = InMemoryProvider(records=[SEEDED])
-    chunk = b" " * 2**20
+    chunk = b" " * 2**16
 
     def chunks() -> Iterator[bytes]:
         yield b"["
-        for _ in range(33):
+        for _ in range(DEFAULT_MAX_REQUEST_BODY // len(chunk) + 1):
             yield chunk
         yield b"]"
 
     reply = served.webhook.api.post("/adjustendpoints", content=chunks())
 
-    assert reply.status_code == 503
+    assert reply.status_code == 503  # not a 4xx: external-dns would exit
     assert served.webhook.api.post("/adjustendpoints", content=b"[]").status_code == 200

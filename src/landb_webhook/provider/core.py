@@ -23,6 +23,7 @@ import structlog
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.landb.plan import Plan, Refusal, ServerState, plan_changes
+from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import (
     NodeSource,
@@ -131,7 +132,7 @@ class LandbProvider:
         )
         self._apply_lock = Lock()
         self._applying = False
-        self._warned: set[tuple[str, str]] = set()
+        self._warnings = RepeatLimitedLog(log)
         self._departed = DepartedIndices()
         self._removals = RemovalWindow(options.removal_guard.window_seconds)
         """The applies of the last removal window, for the removal guard."""
@@ -669,15 +670,17 @@ class LandbProvider:
 
     def _drop(self, endpoint: Endpoint, reason: str, kind: str) -> None:
         self._metrics.dropped_endpoints_total.labels(reason=kind).inc()
-        self._warn_once(f"{endpoint.dns_name} {endpoint.record_type}", f"endpoint dropped: {reason}")
+        resource = endpoint.label("resource")  # the Ingress or Service asking: ingress/<namespace>/<name>
+        self._warn_once(
+            f"{endpoint.dns_name} {endpoint.record_type}",
+            f"endpoint dropped: {reason}",
+            **({"resource": resource} if resource else {}),
+        )
 
     def _warn_once(self, subject: str, message: str, **fields: object) -> None:
-        """Warn the first time; repeat at debug, so one bad Ingress does not flood every loop's log."""
-        if (subject, message) in self._warned:
-            log.debug(message, subject=subject, **fields)
-        else:
-            self._warned.add((subject, message))
-            log.warning(message, subject=subject, **fields)
+        """Warn once per period (logs.REPEAT_PERIOD_SECONDS), with how many repeats were skipped: one bad
+        Ingress does not flood every loop's log, and the memory of what was said stays bounded."""
+        self._warnings.warning((subject, message), message, subject=subject, **fields)
 
     def _unclaimed(self, labels: Iterable[str], claimed: set[str]) -> set[str]:
         """With the txt registry, aliases without a TXT claim are someone else's; with noop, none are."""

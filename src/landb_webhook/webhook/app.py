@@ -1,17 +1,25 @@
 """The two ASGI apps: the webhook API external-dns calls, and health/metrics for the kubelet and Prometheus.
 
-This layer only decodes, calls the provider, encodes and maps failures to status codes. What it
+This layer only checks, decodes, calls the provider, encodes and maps failures to status codes. What it
 guarantees, because external-dns exits on anything else (see docs/reference.md):
 
 * every JSON reply carries exactly ``application/external.dns.webhook+json;version=1``;
 * 200 for GET /records and POST /adjustendpoints, 204 with an empty body for POST /records;
 * 400 only for a body that is not JSON of the expected shape; every other failure is a 503 whose
-  small JSON body names the reason - never a 500, never another 4xx on these routes;
-* bodies up to 32 MiB are read (external-dns has no limit of its own, the contract promises that much);
-  a larger one is a 503, not a 413 (any 4xx but 400 would make external-dns exit);
-* a reply within ``request_timeout`` seconds: blocking provider calls run in worker threads, and when
-  the deadline passes the reply is a 503 while the thread finishes in the background;
+  small JSON body names the reason - never a 500;
+* a reply within ``request_timeout`` seconds, counted from the request's arrival: reading the body,
+  decoding it, the provider's blocking call and encoding the reply all fall inside it, the last three
+  in worker threads, so a large body never stalls the event loop (or /healthz, served by the same loop);
+  when the deadline passes the reply is a 503 while the thread finishes in the background;
 * one ApplyChanges at a time: a second one while the first still runs is a 503.
+
+Two refusals are 4xx on purpose, and a correctly wired external-dns never meets them (it exits on any
+4xx): a request whose Host is not loopback or allowed (421: a web page reached through DNS rebinding
+names its own host), and a POST without the webhook media type (415: external-dns always sends it; a
+page's form or ``fetch`` without a preflight cannot). A body over ``max_body_bytes`` is a 503 naming
+the setting, not a 413: a real external-dns of a cluster grown past the limit keeps running and
+retrying (its log says what to raise) instead of crash-looping. Decoding costs ~16x the body in
+memory; the limit keeps the largest accepted body under the pod's memory request.
 """
 
 from __future__ import annotations
@@ -19,10 +27,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
+import ipaddress
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -33,9 +41,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, flag_and_variable
 from landb_webhook.deadline import context_answering_by
-from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.logs import get_logger, redact_text
+from landb_webhook.endpoint import Changes
+from landb_webhook.logs import RepeatLimitedLog, get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
@@ -53,12 +62,14 @@ T = TypeVar("T")
 
 _log = get_logger(__name__)
 _access_log = get_logger("landb_webhook.access")
+_refusal_log = RepeatLimitedLog(_log)
+"""Requests refused for their Host or media type, said once per period per value: they may be a flood."""
 
 DEFAULT_REQUEST_TIMEOUT = 10.0
 APPLY_DRAIN_SECONDS = 20.0
 """At shutdown, how long to let a running apply finish (Kubernetes allows 30 s before SIGKILL)."""
-MAX_BODY_BYTES = 32 * 2**20
-"""The largest request body read; see the module docstring."""
+MAX_BODY_SETTING = flag_and_variable("max_request_body")
+ALLOWED_HOSTS_SETTING = flag_and_variable("api_allowed_hosts")
 READ_WORKERS = 4
 """Threads for Records and AdjustEndpoints; more concurrent reads queue (and meet their deadline)."""
 
@@ -86,25 +97,40 @@ class ApplyInProgress(Exception):
 
 
 class BodyTooLarge(Exception):
-    """The request body is larger than :data:`MAX_BODY_BYTES`."""
+    """The request body is larger than the configured limit."""
 
-    def __init__(self, size: int) -> None:
-        super().__init__(f"request body of {size} bytes is larger than {MAX_BODY_BYTES} bytes")
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"request body of {size} bytes is larger than {limit} bytes; raise {MAX_BODY_SETTING} "
+            "(and the pod's memory with it) if external-dns really sends that much"
+        )
         self.size = size
+        self.limit = limit
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+async def read_body(request: Request, limit: int) -> bytes:
     """The body, or BodyTooLarge once it passes ``limit``; the rest is read and dropped, not kept, so
-    the client gets the reply rather than a connection reset halfway through its upload."""
-    chunks: list[bytes] = []
+    the client gets the reply rather than a connection reset halfway through its upload (the server's
+    body deadline bounds how long that may take)."""
+    chunks = bytearray()
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size <= limit:
-            chunks.append(chunk)
+            chunks += chunk
     if size > limit:
-        raise BodyTooLarge(size)
-    return b"".join(chunks)
+        raise BodyTooLarge(size, limit)
+    return bytes(chunks)
+
+
+@contextlib.asynccontextmanager
+async def _until(answer_by: float) -> AsyncIterator[None]:
+    """Raise DeadlineExceeded if the block is still running at ``answer_by`` (``time.monotonic()``)."""
+    try:
+        async with asyncio.timeout(max(0.0, answer_by - time.monotonic())):
+            yield
+    except TimeoutError:
+        raise DeadlineExceeded from None
 
 
 class ProviderCalls:
@@ -124,34 +150,48 @@ class ProviderCalls:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="provider-apply")
         self._last_apply: Future[None] | None = None
 
-    async def read(self, call: Callable[..., T], *args: Any) -> T:
-        return await self._wait(self._tracked(self._readers.submit(self._by_deadline().run, call, *args)))
+    def answer_by(self) -> float:
+        """When a reply to a request arriving now is due (``time.monotonic()`` seconds)."""
+        return time.monotonic() + self.deadline
 
-    async def apply(self, call: Callable[[Changes], None], changes: Changes) -> None:
+    async def body(self, request: Request, limit: int, answer_by: float) -> bytes:
+        """The request body, read by the reply's deadline."""
+        async with _until(answer_by):
+            return await read_body(request, limit)
+
+    async def read(self, call: Callable[..., T], *args: Any, answer_by: float | None = None) -> T:
+        """``call(*args)`` in a reader thread, answered by ``answer_by`` (else one deadline from now)."""
+        answer_by = self.answer_by() if answer_by is None else answer_by
+        future = self._tracked(self._readers.submit(context_answering_by(answer_by).run, call, *args))
+        return await self._wait(future, answer_by)
+
+    async def apply(
+        self, call: Callable[[Changes], None], changes: Changes, *, answer_by: float | None = None
+    ) -> None:
         if self._last_apply is not None and not self._last_apply.done():
             raise ApplyInProgress
-        self._last_apply = self._tracked(self._writer.submit(self._by_deadline().run, call, changes))
-        await self._wait(self._last_apply)
+        answer_by = self.answer_by() if answer_by is None else answer_by
+        # The context the call runs in tells upstream retries when this reply is due (deadline.py).
+        self._last_apply = self._tracked(
+            self._writer.submit(context_answering_by(answer_by).run, call, changes)
+        )
+        await self._wait(self._last_apply, answer_by)
 
     def _tracked(self, future: Future[T]) -> Future[T]:
         call = self.progress.started()
         future.add_done_callback(lambda done: self.progress.ended(call, returned=not done.cancelled()))
         return future
 
-    def _by_deadline(self) -> contextvars.Context:
-        """The context the call runs in: upstream retries see when this reply is due (deadline.py)."""
-        return context_answering_by(time.monotonic() + self.deadline)
-
-    async def _wait(self, future: Future[T]) -> T:
+    async def _wait(self, future: Future[T], answer_by: float) -> T:
         waiter = asyncio.wrap_future(future)
         # Past the deadline nobody awaits the waiter; fetch its outcome so asyncio does not complain.
         waiter.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            async with asyncio.timeout(self.deadline):
+            async with _until(answer_by):
                 return await asyncio.shield(waiter)
-        except TimeoutError:
+        except DeadlineExceeded:
             future.cancel()  # only takes effect if it is still queued behind other calls
-            raise DeadlineExceeded from None
+            raise
 
     def wait_for_apply(self, timeout: float | None = None) -> bool:
         """Block until the last apply has finished; False if it is still running after ``timeout`` s."""
@@ -200,7 +240,13 @@ def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
         except BodyTooLarge as error:
             _note(request, reason="body too large")
             metrics.rejected_requests_total.labels(reason="too_large").inc()
-            _log.error("request body refused: too large", path=request.url.path, reason=str(error))
+            _log.error(
+                "request body refused: too large",
+                path=request.url.path,
+                size=error.size,
+                limit=error.limit,
+                setting=MAX_BODY_SETTING,
+            )
             return _failure(503, str(error))
         except UpstreamError as error:
             metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
@@ -231,6 +277,90 @@ def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
             return _failure(503, f"internal error: {type(error).__name__}")
 
     return answer
+
+
+LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+def host_name(host_header: str) -> str:
+    """A Host header's name without its port: ``[::1]:8888`` -> ``::1``, ``Localhost.`` -> ``localhost``."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host.rstrip(".")
+
+
+def is_loopback(name: str) -> bool:
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def is_webhook_media_type(content_type: str) -> bool:
+    """``application/external.dns.webhook+json;version=1``, matched as media types are: the type and
+    parameter names case-insensitively, spaces around ``;`` allowed, other parameters ignored."""
+    kind, _, parameters = content_type.partition(";")
+    if kind.strip().lower() != "application/external.dns.webhook+json":
+        return False
+    values = {
+        name.strip().lower(): value.strip().strip('"')
+        for name, _, value in (part.partition("=") for part in parameters.split(";"))
+    }
+    return values.get("version") == "1"
+
+
+class RequestGuard:
+    """ASGI middleware of the API: only requests named for this host, and POSTs in the webhook's media type.
+
+    The API has no authentication, only its loopback address; a web page reached through DNS rebinding
+    talks to that address under its own host name, and a page's form or ``fetch`` can POST ``text/plain``
+    without a preflight. external-dns calls ``http://localhost:8888`` and sends the media type.
+    """
+
+    def __init__(self, app: ASGIApp, *, allowed_hosts: Collection[str], metrics: Metrics) -> None:
+        self.app = app
+        self.allowed_hosts = frozenset(host_name(host) for host in allowed_hosts)
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self._refusal(scope) if scope["type"] == "http" else None
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, kind, reason, fields = refusal
+        scope.setdefault(_ACCESS_FIELDS, {}).update(reason=reason)
+        self.metrics.rejected_requests_total.labels(reason=kind).inc()
+        _refusal_log.warning((kind, *fields.values()), f"request refused: {kind.replace('_', ' ')}", **fields)
+        await _failure(status, reason)(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str, dict[str, str]] | None:
+        headers = {name: value.decode("latin-1") for name, value in scope["headers"]}
+        host = headers.get(b"host", "")
+        name = host_name(host)
+        if not (is_loopback(name) or name in self.allowed_hosts):
+            shown = host[:100]
+            return (
+                421,
+                "wrong_host",
+                f"Host {shown!r} is not served here: only loopback names (127.0.0.1, ::1, localhost) "
+                f"and {ALLOWED_HOSTS_SETTING} are",
+                {"host": shown, "hint": f"add the name to {ALLOWED_HOSTS_SETTING} if external-dns uses it"},
+            )
+        content_type = headers.get(b"content-type", "")
+        if scope["method"] == "POST" and not is_webhook_media_type(content_type):
+            shown = content_type[:100]
+            return (
+                415,
+                "wrong_media_type",
+                f"Content-Type must be {MEDIA_TYPE}, not {shown!r}",
+                {"content_type": shown},
+            )
+        return None
 
 
 class AccessLog:
@@ -295,6 +425,8 @@ def create_api_app(
     metrics: Metrics,
     *,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    max_body_bytes: int = DEFAULT_MAX_REQUEST_BODY,
+    allowed_hosts: Collection[str] = (),
     progress: CallProgress | None = None,
 ) -> Starlette:
     """The webhook API external-dns calls (bind it to localhost: it has no authentication).
@@ -308,27 +440,38 @@ def create_api_app(
         # Answered from memory: external-dns gives up after ~5 tries in a few seconds at start-up.
         return _json(encode_domain_filter(provider.domain_filter()))
 
+    def current_records() -> tuple[int, bytes]:
+        current = provider.records()
+        return len(current), encode_endpoints(current)
+
     async def records(request: Request) -> Response:
-        current = await calls.read(provider.records)
-        _note(request, endpoints_out=len(current))
-        return _json(encode_endpoints(current))
+        count, reply = await calls.read(current_records)
+        _note(request, endpoints_out=count)
+        return _json(reply)
+
+    def adjusted(body: bytes) -> tuple[int, int, bytes]:
+        desired = decode_endpoints(body)
+        result = provider.adjust_endpoints(desired)
+        return len(desired), len(result), encode_endpoints(result)
 
     async def adjust_endpoints(request: Request) -> Response:
-        desired = decode_endpoints(await read_body(request))
-        _note(request, endpoints_in=len(desired))
-        adjusted: list[Endpoint] = await calls.read(provider.adjust_endpoints, desired)
-        _note(request, endpoints_out=len(adjusted))
-        return _json(encode_endpoints(adjusted))
+        answer_by = calls.answer_by()
+        body = await calls.body(request, max_body_bytes, answer_by)
+        count_in, count_out, reply = await calls.read(adjusted, body, answer_by=answer_by)
+        _note(request, endpoints_in=count_in, endpoints_out=count_out)
+        return _json(reply)
 
     async def apply_changes(request: Request) -> Response:
-        changes = decode_changes(await read_body(request))
+        answer_by = calls.answer_by()
+        body = await calls.body(request, max_body_bytes, answer_by)
+        changes = await calls.read(decode_changes, body, answer_by=answer_by)
         _note(
             request,
             create=len(changes.create),
             update=len(changes.update_new),
             delete=len(changes.delete),
         )
-        await calls.apply(provider.apply_changes, changes)
+        await calls.apply(provider.apply_changes, changes, answer_by=answer_by)
         return Response(status_code=204)
 
     @contextlib.asynccontextmanager
@@ -355,6 +498,7 @@ def create_api_app(
         lifespan=lifespan,
     )
     app.state.provider_calls = calls
+    app.add_middleware(RequestGuard, allowed_hosts=allowed_hosts, metrics=metrics)
     return _finish(app, metrics, API_ROUTES, quiet=False)
 
 

@@ -3,6 +3,12 @@
 Sockets are bound by :func:`bind_listener` before anything else happens (external-dns only retries
 negotiation for a few seconds), then :class:`HttpServers` serves them until SIGTERM or SIGINT, and
 finishes the requests in flight before returning.
+
+Each listener has its own :class:`ConnectionLimits`: a request's head and its body must arrive within a
+deadline (uvicorn only times out idle keep-alive connections, so a client sending half a request held
+its connection forever), and past a number of open connections a new one is answered 503 and closed at
+once. With the API's connections capped, a flood of it cannot use up the process' file descriptors, and
+the health listener, with its own small budget, keeps answering the kubelet.
 """
 
 from __future__ import annotations
@@ -12,17 +18,136 @@ import contextlib
 import signal
 import socket
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+import h11
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from landb_webhook.logs import get_logger
+from landb_webhook.config import flag_and_variable
+from landb_webhook.logs import RepeatLimitedLog, get_logger
 
 _log = get_logger(__name__)
 
 KEEP_ALIVE_SECONDS = 120
 """Longer than Go's idle-connection timeout (90 s), so external-dns, not us, closes idle connections
 and never sends a request down a connection we are closing."""
+REQUEST_HEAD_TIMEOUT = 10.0
+"""Seconds from a connection's opening (or a request's first byte) to the end of the request's head;
+external-dns writes a request at once, over loopback."""
+REQUEST_BODY_TIMEOUT = 10.0
+"""Seconds from the end of a request's head to the end of its body."""
+API_MAX_CONNECTIONS = 32
+"""Open connections to the API by default (LANDB_API_MAX_CONNECTIONS); external-dns keeps one or two."""
+HEALTH_MAX_CONNECTIONS = 16
+"""Open connections to the health listener: kubelet probes and Prometheus scrapes, one or two at a time."""
+LISTEN_BACKLOG = 128
+"""Connections waiting in the kernel to be accepted; also how many asyncio accepts per loop tick."""
+ACCEPT_OUT_OF_RESOURCES = "socket.accept() out of system resource"
+"""asyncio's message when accept() fails with EMFILE, ENFILE, ENOBUFS or ENOMEM."""
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one listener tolerates from its clients."""
+
+    listener: str
+    """``api`` or ``health``, for log lines."""
+    max_connections: int
+    head_timeout: float = REQUEST_HEAD_TIMEOUT
+    body_timeout: float = REQUEST_BODY_TIMEOUT
+    setting: str | None = None
+    """The setting that raises ``max_connections``, named in the log line when the cap is reached."""
+
+
+def api_limits(max_connections: int = API_MAX_CONNECTIONS) -> ConnectionLimits:
+    return ConnectionLimits("api", max_connections, setting=flag_and_variable("api_max_connections"))
+
+
+HEALTH_LIMITS = ConnectionLimits("health", HEALTH_MAX_CONNECTIONS)
+
+_TOO_MANY_CONNECTIONS = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 26\r\nconnection: close\r\n\r\ntoo many open connections\n"
+)
+
+
+class LimitedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for each request's head and body, and a connection cap.
+
+    Subclassed per listener by :func:`_protocol_for`, which sets :attr:`limits` and :attr:`log`.
+    """
+
+    limits: ClassVar[ConnectionLimits]
+    log: ClassVar[RepeatLimitedLog]
+    """Slow and surplus clients are said at most once per period: a flood of them is no flood of lines."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._awaiting: str | None = None
+        """``head`` or ``body`` while a deadline runs for that part of a request, else None."""
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            self.log.warning(
+                ("connection cap", self.limits.listener),
+                "connection refused: too many open connections",
+                listener=self.limits.listener,
+                max_connections=self.limits.max_connections,
+                **({"setting": self.limits.setting} if self.limits.setting else {}),
+            )
+            transport.write(_TOO_MANY_CONNECTIONS)
+            transport.close()
+            return
+        self._await("head")
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            self._await("body")
+        elif state is h11.IDLE and self.conn.trailing_data[0]:
+            self._await("head")  # part of the next request's head, after a keep-alive pause
+        elif state is not h11.IDLE:
+            self._await(None)  # the whole request is in, or the connection is ending
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._await(None)
+        super().connection_lost(exc)
+
+    def _await(self, part: str | None) -> None:
+        """Start the deadline for ``part`` unless it already runs; None stops it."""
+        if part == self._awaiting:
+            return
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._awaiting = part
+        if part is not None:
+            timeout = self.limits.head_timeout if part == "head" else self.limits.body_timeout
+            self._deadline = self.loop.call_later(timeout, self._too_slow, part, timeout)
+
+    def _too_slow(self, part: str, timeout: float) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        self.log.warning(
+            ("too slow", self.limits.listener, part),
+            f"connection closed: the request {part} did not arrive in time",
+            listener=self.limits.listener,
+            timeout_seconds=timeout,
+        )
+        self.transport.close()
+
+
+def _protocol_for(limits: ConnectionLimits, log: RepeatLimitedLog) -> type[LimitedH11Protocol]:
+    return type(
+        f"LimitedH11Protocol_{limits.listener}", (LimitedH11Protocol,), {"limits": limits, "log": log}
+    )
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -57,21 +182,29 @@ class _Server(uvicorn.Server):
 class HttpServers:
     """Several ASGI apps, each on its own already-bound socket, served on the running event loop."""
 
-    def __init__(self, apps: Sequence[tuple[ASGIApp, socket.socket]], *, graceful_timeout: int = 15) -> None:
-        self._listeners = [listener for _app, listener in apps]
+    def __init__(
+        self,
+        apps: Sequence[tuple[ASGIApp, socket.socket, ConnectionLimits]],
+        *,
+        graceful_timeout: int = 15,
+    ) -> None:
+        self._listeners = [listener for _app, listener, _limits in apps]
+        self._log = RepeatLimitedLog(_log)
         self._servers = [
             _Server(
                 uvicorn.Config(
                     app,
+                    http=_protocol_for(limits, self._log),
                     log_config=None,  # logging is ours (landb_webhook.logs)
                     access_log=False,  # one access line per request comes from the app itself
                     lifespan="on",
                     server_header=False,
                     timeout_keep_alive=KEEP_ALIVE_SECONDS,
                     timeout_graceful_shutdown=graceful_timeout,
+                    backlog=LISTEN_BACKLOG,
                 )
             )
-            for app, _listener in apps
+            for app, _listener, limits in apps
         ]
 
     @property
@@ -91,6 +224,8 @@ class HttpServers:
         signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
         for signum in signals:
             loop.add_signal_handler(signum, self._on_signal, signum)
+        previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self.handle_loop_exception)
         try:
             await asyncio.gather(
                 *(
@@ -99,8 +234,24 @@ class HttpServers:
                 )
             )
         finally:
+            loop.set_exception_handler(previous_handler)
             for signum in signals:
                 loop.remove_signal_handler(signum)
+
+    def handle_loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """asyncio reports each failed accept() at the descriptor limit, thousands a second: say it at
+        most once per period, with how many were held back; anything else as asyncio does."""
+        if context.get("message") != ACCEPT_OUT_OF_RESOURCES:
+            loop.default_exception_handler(context)
+            return
+        error = context.get("exception")
+        self._log.error(
+            "accept failed",
+            "cannot accept connections: out of file descriptors or memory",
+            error=str(error) if error is not None else None,
+            hint="some client holds many connections; the caps are LANDB_API_MAX_CONNECTIONS and "
+            f"{HEALTH_MAX_CONNECTIONS} on the health listener",
+        )
 
     def _on_signal(self, signum: int) -> None:
         _log.info("stopping", signal=signal.Signals(signum).name)

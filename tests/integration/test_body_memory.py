@@ -1,0 +1,80 @@
+"""The largest body the webhook accepts keeps ``landb-webhook serve`` under the chart's memory request.
+
+Decoding a webhook body costs ~16x its size in memory, so the body limit (LANDB_MAX_REQUEST_BODY) is what
+bounds the process. Measured on the real process against the simulator: its peak resident set
+(``VmHWM``) after an AdjustEndpoints and an ApplyChanges of valid names, each as large as accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench.body_memory import endpoint, peak_rss_mib
+
+from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_post, simulator_settings
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
+from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+
+CHART_VALUES = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "values.yaml"
+HEADERS = {"Content-Type": MEDIA_TYPE, "Accept": MEDIA_TYPE}
+
+
+def memory_request_mib() -> int:
+    """The webhook container's memory request in the Helm chart (``requests: {..., memory: 192Mi}``)."""
+    match = re.search(r"requests:.*memory:\s*(\d+)Mi", CHART_VALUES.read_text())
+    assert match is not None, f"no memory request in {CHART_VALUES}"
+    return int(match[1])
+
+
+def largest(build: Any) -> bytes:
+    """``build(n)`` for the largest ``n`` whose body still fits the limit."""
+    low, high = 1, DEFAULT_MAX_REQUEST_BODY // 32
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(build(middle)) <= DEFAULT_MAX_REQUEST_BODY:
+            low = middle
+        else:
+            high = middle - 1
+    body: bytes = build(low)
+    assert DEFAULT_MAX_REQUEST_BODY - len(body) < 1000
+    return body
+
+
+def desired(count: int) -> bytes:
+    return json.dumps([endpoint(index) for index in range(count)]).encode()
+
+
+def deletions(count: int) -> bytes:
+    return json.dumps({"delete": [endpoint(index) for index in range(count)]}).encode()
+
+
+@pytest.fixture
+def webhook(simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path) -> Iterator[WebhookProcess]:
+    seed_cluster(simulator.state, ingress_nodes=3, workers=1)
+    # Registry noop: the deletions are of names nobody publishes, so there is nothing to refuse.
+    process = WebhookProcess(simulator_settings(sim_clients, LANDB_REGISTRY="noop"), tmp_path / "webhook.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_the_largest_accepted_bodies_keep_serve_under_the_charts_memory_request(
+    webhook: WebhookProcess,
+) -> None:
+    adjust = largest(desired)
+    apply = largest(deletions)
+
+    adjusted, _ = http_post(webhook.api_port, "/adjustendpoints", adjust, HEADERS)
+    applied, applied_reply = http_post(webhook.api_port, "/records", apply, HEADERS)
+    too_large, reply = http_post(webhook.api_port, "/adjustendpoints", adjust + b" " * 1000, HEADERS)
+    peak = peak_rss_mib(webhook.pid)
+
+    assert (adjusted, applied, too_large) == (200, 204, 503), (applied_reply, reply)
+    assert peak < memory_request_mib(), f"peak RSS {peak:.0f} MiB"
