@@ -50,8 +50,6 @@ readonly CUSTOMIZE='rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED'
 image="${LANDB_IMAGE:-localhost/landb-webhook:dev}"
 cache_dir="${LANDB_TOOLS_DIR:-$HOME/.cache/landb-webhook}/image"
 
-say() { printf 'build-image: %s\n' "$*"; }
-
 # The packages and settings above, hashed: change any of them and a new root filesystem is made.
 base_key="$(printf '%s\n' "$SUITE" "$BASE_PACKAGES" "${MIRRORS[@]}" "${DPKG_OPTIONS[@]}" "$CUSTOMIZE" |
   sha256sum | cut -c1-12)"

@@ -24,8 +24,6 @@ source scripts/lib/image.sh
 image="${LANDB_IMAGE:-localhost/landb-webhook:dev}"
 timeout_seconds="${LANDB_SMOKE_TIMEOUT:-120}"
 
-say() { printf 'smoke-image: %s\n' "$*"; }
-
 ensure_image_tools podman runc
 podman image exists "$image" || { say "no image $image: run scripts/build-image.sh first" >&2; exit 1; }
 [[ -x .venv/bin/landb-webhook ]] || { say "no .venv (the simulator runs from it): make .venv/.synced" >&2; exit 1; }

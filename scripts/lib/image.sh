@@ -4,9 +4,11 @@
 # Exit status meaning "this machine cannot build or run images at all": .ci/run warns and goes on.
 readonly EXIT_CANNOT_RUN_IMAGES=3
 
+say() { printf '%s: %s\n' "${0##*/}" "$*"; }
+
 # cannot_run REASON: say why, starting with the words .ci/run's warning repeats, and exit 3.
 cannot_run() {
-  printf '%s: cannot build or run images here: %s\n' "${0##*/}" "$*" >&2
+  say "cannot build or run images here: $*" >&2
   exit "$EXIT_CANNOT_RUN_IMAGES"
 }
 
@@ -20,7 +22,7 @@ ensure_image_tools() {
   if ((${#missing[@]})); then
     ((EUID == 0)) || cannot_run "${missing[*]} missing; install them as root (apt-get install ${missing[*]})"
     command -v apt-get >/dev/null 2>&1 || cannot_run "${missing[*]} missing and no apt-get to install them"
-    printf '%s: installing %s with apt-get\n' "${0##*/}" "${missing[*]}"
+    say "installing ${missing[*]} with apt-get"
     # Quiet unless it fails: then its own words say what went wrong (no network, no such package).
     local log
     log="$(mktemp)"
@@ -57,8 +59,7 @@ describe_image() {
   mapfile -t run_options < <(podman_run_options)
   size="$(podman image inspect --format '{{.Size}}' "$image")"
   compressed="$(podman image save "$image" 2>/dev/null | gzip -6 | wc -c)"
-  printf '%s: %s is %d MB, %d MB compressed\n' "${0##*/}" "$image" $((size / 1000000)) \
-    $((compressed / 1000000))
+  say "$image is $((size / 1000000)) MB, $((compressed / 1000000)) MB compressed (gzip, as pushed)"
   requirements="$(mktemp)"
   .tools/bin/uv export --quiet --frozen --no-dev --no-emit-project --no-hashes --no-annotate \
     --no-header >"$requirements"
