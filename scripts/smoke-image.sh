@@ -66,7 +66,11 @@ wait_for() {
 
 simulator_ready_or_gone() { grep -q '^Stop with Ctrl-C' "$work/simulator.log" || ! kill -0 "$simulator_pid"; }
 container_running() { [[ "$(podman container inspect --format '{{.State.Running}}' "$container")" == true ]]; }
-serving_line() { podman logs "$container" 2>&1 | grep -m 1 '"event": *"serving"'; }
+# The logs read whole first: a grep that stops at its match would cut podman logs short (SIGPIPE).
+serving_line() {
+  local logs
+  logs="$(podman logs "$container" 2>&1)" && grep -m 1 '"event": *"serving"' <<<"$logs"
+}
 serving_or_gone() { serving_line || ! container_running; }
 # cgroup_memory V2_FILE V1_FILE: a memory figure of the container's cgroup, as the container sees it.
 cgroup_memory() {
