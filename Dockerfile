@@ -3,6 +3,8 @@
 # Base pinned by digest for reproducible builds: python:3.11.13-slim-bookworm, the digest many public
 # projects pin for that tag (found by code search; not checked against Docker Hub from here). Renew both
 # together: `docker buildx imagetools inspect python:3.11-slim-bookworm` prints the current digest.
+# Where that base cannot be pulled (our CI), scripts/build-image.sh (`make image`) builds a Debian bookworm
+# base with mmdebstrap and passes it as PYTHON_IMAGE; scripts/smoke-image.sh then runs the image.
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
 FROM ${PYTHON_IMAGE} AS build
