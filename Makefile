@@ -7,7 +7,7 @@ UV := .tools/bin/uv
 VENV := .venv
 TOOLS_DIR ?= $(HOME)/.cache/landb-webhook
 
-.PHONY: demo test lint e2e-tools kube-tools deploy-tools bench soak clean
+.PHONY: demo test lint e2e-tools kube-tools deploy-tools image bench soak clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -39,6 +39,10 @@ kube-tools:  ## build the real kube-apiserver and etcd the Kubernetes tests also
 
 deploy-tools:  ## build helm and fetch the official external-dns chart the deploy tests render (needs Go)
 	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-helm.sh
+
+image: $(VENV)/.synced  ## build the image with Debian's packages (apt-get installs buildah, podman), smoke-run it
+	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/build-image.sh
+	scripts/smoke-image.sh
 
 bench: $(VENV)/.synced  ## the benchmark, side by side with two reference strategies (see bench/README.md)
 	$(UV) sync --frozen --extra dev --extra bench --python $(PYTHON)

@@ -1,18 +1,36 @@
 """The image recipe: pinned base, numeric non-root user, and a build context that carries nothing local.
 
-No docker daemon can pull the base here, so these check the recipe itself; the README says what a real
-build was not run for.
+The image itself is built and smoke-run by scripts/build-image.sh and scripts/smoke-image.sh (`make image`,
+.ci/run); these check the recipe, and the parts of those scripts that need no container.
 """
 
 from __future__ import annotations
 
+import base64
+import importlib.util
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
+import pytest
 import yaml
+
+from landb_webhook.adapters.cloudconf import connection_options
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
+CHART_WEBHOOK = yaml.safe_load((ROOT / "deploy" / "helm" / "values.yaml").read_text())["provider"]["webhook"]
+
+
+def script_module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "lib" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_every_stage_starts_from_a_base_pinned_by_digest() -> None:
@@ -25,8 +43,7 @@ def test_every_stage_starts_from_a_base_pinned_by_digest() -> None:
 
 def test_the_user_is_the_numeric_one_the_chart_values_run_as() -> None:
     [user] = re.findall(r"^USER (\d+):(\d+)$", DOCKERFILE, re.MULTILINE)
-    values = yaml.safe_load((ROOT / "deploy" / "helm" / "values.yaml").read_text())
-    context = values["provider"]["webhook"]["securityContext"]
+    context = CHART_WEBHOOK["securityContext"]
 
     assert (int(user[0]), int(user[1])) == (context["runAsUser"], context["runAsGroup"]) != (0, 0)
 
@@ -46,3 +63,105 @@ def test_the_build_context_is_exactly_what_the_build_copies() -> None:
 
     assert lines[0] == "*"  # everything else (.venv, .tools, state/, .git, caches) stays out
     assert allowed == copied == {"pyproject.toml", "uv.lock", "README.md", "src"}
+
+
+def test_the_build_steps_verify_the_index_with_the_bundle_the_build_mounts_over_the_base_one() -> None:
+    build_stage = DOCKERFILE.split("\nFROM ")[1]
+    mounted = re.findall(r':(/[^:\s"]+):ro"', (ROOT / "scripts" / "build-image.sh").read_text())
+
+    assert mounted == ["/etc/ssl/certs/ca-certificates.crt"]
+    assert f"SSL_CERT_FILE={mounted[0]}" in build_stage and f"PIP_CERT={mounted[0]}" in build_stage
+
+
+def test_the_contents_check_names_what_a_dev_environment_holds_beyond_the_lock(tmp_path: Path) -> None:
+    uv = shutil.which("uv", path=str(ROOT / ".tools" / "bin")) or shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (make .venv/.synced installs it into .tools)")
+    requirements = tmp_path / "requirements.txt"
+    export = [uv, "export", "--quiet", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes"]
+    requirements.write_text(
+        subprocess.run(export, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    )
+
+    # This test's own environment: the project with its test and dev extras, the simulator included.
+    checked = subprocess.run(
+        [sys.executable, ROOT / "scripts" / "lib" / "image_contents.py", requirements],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert checked.returncode == 1
+    for tool in ("pytest", "hypothesis", "ruff", "mypy"):
+        assert f"{tool} is installed but not a locked production requirement" in checked.stderr
+    assert "the simulator is installed" in checked.stderr
+    assert "image_contents: pyyaml is installed" not in checked.stderr  # a production requirement (PyYAML)
+
+
+def test_the_smoke_test_runs_the_sidecar_with_the_charts_settings_and_mounts(tmp_path: Path) -> None:
+    smoke = script_module("image_smoke")
+    state, ca_pem = tmp_path / "state", b"-----BEGIN CERTIFICATE-----\nsimulator\n-----END CERTIFICATE-----\n"
+    state.mkdir()
+    (state / "kubeconfig").write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {
+                        "cluster": {
+                            "server": "https://127.0.0.1:40123",
+                            "certificate-authority-data": base64.b64encode(ca_pem).decode(),
+                        }
+                    }
+                ],
+                "users": [{"user": {"token": "kube-token"}}],
+            }
+        )
+    )
+    trust = {
+        "auth_url": "http://127.0.0.1:40000/identity/v3",
+        "user_id": "u1",
+        "password": "p",
+        "trust_id": "t1",
+    }
+    (state / "clouds.yaml").write_text(yaml.safe_dump({"clouds": {"simulator-trust": {"auth": trust}}}))
+
+    with pytest.MonkeyPatch.context() as patch:
+        lines: list[str] = []
+        patch.setattr("builtins.print", lambda text: lines.extend(text.splitlines()))
+        smoke.setup(str(state), str(tmp_path / "pod"))
+    options = dict(line.removeprefix("--").split("=", 1) for line in lines)
+    environment = dict(
+        line.removeprefix("--env=").split("=", 1) for line in lines if line.startswith("--env=")
+    )
+    mounts = {
+        target: source
+        for source, target, mode in (
+            line.split("=", 1)[1].split(":") for line in lines if line.startswith("--volume=")
+        )
+    }
+
+    chart_environment = {variable["name"]: variable["value"] for variable in CHART_WEBHOOK["env"]}
+    assert environment == chart_environment | {
+        "LANDB_DRY_RUN": "false",  # the smoke test's apply must really write
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "40123",
+    }
+    assert options["memory"] == CHART_WEBHOOK["resources"]["limits"]["memory"].replace("Mi", "m")
+    chart_mounts = {mount["mountPath"] for mount in CHART_WEBHOOK["extraVolumeMounts"]}
+    assert chart_mounts <= set(mounts)
+    cloud_conf = Path(mounts[str(Path(chart_environment["LANDB_OS_CLOUD_CONF"]).parent)]) / "cloud.conf"
+    ca_file = re.search(r'^ca-file = "(.+)"$', cloud_conf.read_text(), re.MULTILINE)
+    assert ca_file is not None and ca_file[1] in chart_mounts
+    assert Path(mounts[ca_file[1]]).read_bytes() == ca_pem
+    # The webhook takes the cloud.conf as it is (its ca-file read where this host has the bundle).
+    cloud_conf.write_text(cloud_conf.read_text().replace(ca_file[1], mounts[ca_file[1]]))
+    assert connection_options(cloud_conf)["auth"] == {
+        "auth_url": "https://127.0.0.1:40123/identity/v3",
+        "user_id": "u1",
+        "password": "p",
+        "trust_id": "t1",
+    }
+    service_account = Path(mounts["/var/run/secrets/kubernetes.io/serviceaccount"])
+    assert (service_account / "token").read_text() == "kube-token"
+    assert (service_account / "ca.crt").read_bytes() == ca_pem
+    assert (service_account / "namespace").read_text() == "default"
