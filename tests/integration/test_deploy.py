@@ -22,9 +22,15 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from landb_webhook.app import build_provider
 from landb_webhook.config import Settings, unknown_variables
+from landb_webhook.endpoint import Endpoint
+from landb_webhook.metrics import Metrics
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+from landb_webhook.simulator.manifests import node_manifest
+from support.external_dns import loop_over_http
 from support.kube_apiserver import KubeApiServer, tools_bin_dir
+from support.serving import serving
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VALUES = REPO_ROOT / "deploy" / "helm" / "values.yaml"
@@ -283,11 +289,11 @@ def controller_cluster(kube_apiserver: KubeApiServer, simulator: Simulator) -> I
     seed_cluster(simulator.state, ingress_nodes=3, workers=1)
     ingress = []
     for node in simulator.state.nodes():
-        name = node["metadata"]["name"]
-        node["metadata"] = {"name": name, "labels": node["metadata"].get("labels", {})}
-        core.create_node(node)
+        name, labels = node["metadata"]["name"], node["metadata"].get("labels", {})
+        addresses = tuple(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+        core.create_node(node_manifest(name, labels, node["spec"]["providerID"], addresses))
         simulator.state.delete_node(name)
-        if node["metadata"]["labels"].get("role") == "ingress":
+        if labels.get("role") == "ingress":
             ingress.append(node["spec"]["providerID"].rsplit("/", 1)[1])
     for rank, server_id in enumerate(sorted(ingress), start=1):
         value = ",".join(f"{alias}--load-{rank}-" for alias in CONTROLLER_ALIASES)
@@ -364,6 +370,13 @@ class AdminPod:
         for mount in mounts:
             text = text.replace(mount["mountPath"], str(self.moved(mount["mountPath"])))
         return text
+
+    def settings(self) -> Settings:
+        """The settings ``landb-webhook`` reads in this pod."""
+        variables = self.environment()
+        return Settings.model_validate(
+            {name.removeprefix("LANDB_").lower(): v for name, v in variables.items()}
+        )
 
     def run(self, line: str) -> subprocess.CompletedProcess[str]:
         """A README `kubectl exec` line: the command after ``--``, from the virtualenv, as in the pod."""
@@ -465,8 +478,23 @@ def test_the_readme_install_verify_and_migration_steps_work_in_order(
     claims = "\n".join(ownership.values())
     for alias in CONTROLLER_ALIASES:
         assert f"a-{alias}.cern.ch" in claims and f"external-dns/owner={OWNER_ID}" in claims
+    assert_the_first_external_dns_loop_changes_nothing(admin.settings())
     assert {s: simulator.state.metadata(s) for s in controller_cluster} == metadata_before
     assert simulator.state.metadata_history() == []
+
+
+def assert_the_first_external_dns_loop_changes_nothing(settings: Settings) -> None:
+    """The README's "Verify": external-dns, back with the names the Ingresses ask for, finds them its own
+    on every ingress node and sends no ApplyChanges at all."""
+    provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
+    try:
+        assert resources.nodes.wait_synced(60)
+        desired = [Endpoint(f"{alias}.cern.ch", "A", ("192.0.2.1",)) for alias in CONTROLLER_ALIASES]
+        with serving(provider) as webhook:
+            loop = loop_over_http(webhook.api, desired, owner=OWNER_ID)
+    finally:
+        resources.close()
+    assert loop.succeeded and loop.changes is None
 
 
 def assert_the_install_left_what_the_readme_says(
