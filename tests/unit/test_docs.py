@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from landb_webhook.config import Settings
@@ -26,3 +27,27 @@ def test_the_quick_start_is_the_two_make_targets_ci_runs() -> None:
     assert "make demo" in text and "make test" in text
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_documents_lands_on_a_file_and_a_heading() -> None:
+    documents = [README, *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    broken = []
+    for document in documents:
+        text = document.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (document.parent / path).resolve() if path else document
+            if not linked.exists():
+                broken.append(f"{document.name}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.MULTILINE)
+                if anchor not in {github_anchor(h) for h in headings}:
+                    broken.append(f"{document.name}: {target} (no such heading)")
+    assert broken == []
