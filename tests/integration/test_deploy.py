@@ -37,6 +37,7 @@ VALUES = REPO_ROOT / "deploy" / "helm" / "values.yaml"
 README = REPO_ROOT / "README.md"
 CREDENTIALS_EXAMPLE = REPO_ROOT / "deploy" / "openstack-credentials.example.yaml"
 ADMIN_POD = REPO_ROOT / "deploy" / "landb-webhook-admin.yaml"
+RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", REPO_ROOT / ".venv")) / "bin"
 EXTERNAL_DNS_VERSION = "v0.22.0"
 CHART_VERSION = "1.21.1"
@@ -513,26 +514,29 @@ def assert_the_install_left_what_the_readme_says(
     assert_the_service_account_has_exactly_the_webhook_s_rights(server)
 
 
-def test_the_admin_pod_is_the_sidecar_with_the_ownership_namespace_named(
-    rendered: list[dict[str, Any]],
-) -> None:
+def test_the_admin_pod_is_the_sidecar_with_the_ownership_namespace_named() -> None:
     """deploy/landb-webhook-admin.yaml runs status and adopt as the sidecar would: same image, account,
     settings (the ownership namespace named, serve's dry run left out: adopt has its own), mounts, Secret."""
-    spec = pod_spec(rendered)
-    sidecar = container(spec, "webhook")
+    values = yaml.safe_load(VALUES.read_text())
+    sidecar = values["provider"]["webhook"]
     admin = yaml.safe_load(ADMIN_POD.read_text())
     [admin_container] = admin["spec"]["containers"]
+    bound = {
+        (subject["namespace"], subject["name"])
+        for document in yaml.safe_load_all(RBAC.read_text())
+        for subject in document.get("subjects", [])
+    }
 
     assert admin["metadata"]["namespace"] == NAMESPACE
-    assert admin["spec"]["serviceAccountName"] == spec["serviceAccountName"]
-    assert admin_container["image"] == sidecar["image"]
+    assert bound == {(NAMESPACE, admin["spec"]["serviceAccountName"])}
+    assert admin_container["image"] == f"{sidecar['image']['repository']}:{sidecar['image']['tag']}"
     expected = {name: value for name, value in environment(sidecar).items() if name != "LANDB_DRY_RUN"}
     assert environment(admin_container) == {**expected, "LANDB_OWNERSHIP_NAMESPACE": NAMESPACE}
-    assert admin_container["volumeMounts"] == sidecar["volumeMounts"]
+    assert unknown_variables(environment(admin_container)) == []
+    assert admin_container["volumeMounts"] == sidecar["extraVolumeMounts"]
     assert admin_container["securityContext"] == sidecar["securityContext"]
     assert admin_container["resources"] == sidecar["resources"]
-    sidecar_volumes = {v["name"]: v for v in spec["volumes"]}
-    assert all(sidecar_volumes[v["name"]] == v for v in admin["spec"]["volumes"])
+    assert admin["spec"]["volumes"] == values["extraVolumes"]
     assert restricted_violations(admin["spec"]) == []
 
 
