@@ -51,3 +51,15 @@ def test_every_link_between_the_documents_lands_on_a_file_and_a_heading() -> Non
                 if anchor not in {github_anchor(h) for h in headings}:
                     broken.append(f"{document.name}: {target} (no such heading)")
     assert broken == []
+
+
+def test_every_file_the_documents_and_deploy_files_name_exists() -> None:
+    """A comment or a paragraph naming a test or a source file that was renamed misleads the reader."""
+    named_in = [README, *(REPO_ROOT / "docs").glob("*.md"), *(REPO_ROOT / "deploy").rglob("*.yaml")]
+    missing = {
+        f"{document.relative_to(REPO_ROOT)}: {path}"
+        for document in named_in
+        for path in re.findall(r"\b((?:tests|src|deploy|scripts|bench)/[\w./-]*\.\w+)", document.read_text())
+        if not (REPO_ROOT / path).exists()
+    }
+    assert missing == set()
