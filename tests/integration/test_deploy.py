@@ -408,7 +408,7 @@ def test_the_readme_install_verify_and_migration_steps_work_in_order(
     substitutions = {
         "external-dns/external-dns": str(chart),
         "/etc/pki/tls/certs/ca-bundle.crt": str(ca_bundle),
-        "deploy/": f"{REPO_ROOT}/deploy/",
+        "-f deploy/": f"-f {REPO_ROOT}/deploy/",
     }
     env = {
         **os.environ,
