@@ -37,11 +37,10 @@ README = REPO_ROOT / "README.md"
 
 
 def readme_external_dns_flags(owner_id: str = OWNER_ID) -> list[str]:
-    """The flags of the README's "ExternalDNS settings" block, as a user pastes them: comments dropped,
+    """The flags of the README's block for external-dns without the chart, as a user pastes them,
     ``<your-cluster-name>`` filled in, the webhook URL left out (each run gives the tap's)."""
-    section = README.read_text().split("## ExternalDNS settings", 1)[1]
-    block = section.split("```", 2)[1]
-    words = [word for line in block.splitlines() for word in line.split("#", 1)[0].split()]
+    [block] = [b for b in README.read_text().split("```")[1::2] if b.startswith("\n--provider=webhook")]
+    words = [word for line in block.splitlines() for word in line.split()]
     flags = [word.replace("<your-cluster-name>", owner_id) for word in words if word.startswith("--")]
     return [flag for flag in flags if not flag.startswith(("--webhook-provider-url=", "--provider="))]
 
