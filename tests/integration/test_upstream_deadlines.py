@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from urllib3.connectionpool import HTTPConnectionPool
 
-from landb_webhook.app import build_provider
+from landb_webhook.app import ask_openstack_once, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
@@ -77,8 +77,9 @@ def test_every_upstream_request_of_a_loop_has_a_connect_and_a_read_timeout(
     )
     provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
     try:
+        ask_openstack_once(resources)  # as serve does: ready only once OpenStack has answered
         deadline = time.monotonic() + WAIT
-        while not provider.readiness().ready:  # watches synced, Lease held
+        while not provider.readiness().ready:  # watches synced, Lease held, OpenStack answered
             assert time.monotonic() < deadline, provider.readiness().reason
             time.sleep(0.02)
         records = provider.records()
