@@ -1,4 +1,4 @@
-# The webhook image: run it as a sidecar of external-dns (deploy/helm/values.yaml, README "Deploying").
+# The webhook image: run it as a sidecar of external-dns (deploy/helm/values.yaml, docs/image.md).
 #
 # Base pinned by digest for reproducible builds: python:3.11.13-slim-bookworm, the digest many public
 # projects pin for that tag (found by code search; not checked against Docker Hub from here). Renew both
