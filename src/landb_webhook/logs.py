@@ -134,17 +134,23 @@ def _may_hold_scheme_value(text: str) -> bool:
 def redact_text(text: str) -> str:
     """``text`` with every registered secret and every secret-looking value replaced by ``[REDACTED]``."""
     text = _redact_registered(text)
+    may_hold_scheme_value = _may_hold_scheme_value(text)
     if not any(mark in text for mark in _SECRET_MARKS) and not (
-        _may_hold_scheme_value(text) and _SCHEME_VALUE.search(text)
+        may_hold_scheme_value and _SCHEME_VALUE.search(text)
     ):
         return text
-    return redact_every_form(text)
+    return _redact_forms(text, may_hold_scheme_value)
 
 
 def redact_every_form(text: str) -> str:
     """``redact_text`` without its shortcut: every secret form looked for in ``text``."""
     text = _redact_registered(text)
-    if _may_hold_scheme_value(text):
+    return _redact_forms(text, _may_hold_scheme_value(text))
+
+
+def _redact_forms(text: str, may_hold_scheme_value: bool) -> str:
+    """Every pattern form of a secret, in ``text`` whose registered values are already redacted."""
+    if may_hold_scheme_value:
         text = _SCHEME_VALUE.sub(lambda match: f"{match['scheme']} {REDACTED}", text)
     text = _KEY_VALUE.sub(_redact_assignment, text)
     for shape in _SECRET_SHAPES:

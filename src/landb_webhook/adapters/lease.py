@@ -124,9 +124,7 @@ class LeaseElector:
 
         Right after start-up, waits up to ``wait`` seconds for the first round to finish.
         """
-        self._first_round.wait(wait)
-        with self._lock:
-            return self._holds_now()
+        return self.tenure(wait) is not None
 
     def tenure(self, wait: float = 5.0) -> int | None:
         """The current tenure if this replica holds the Lease now (as :meth:`held`), else None."""
