@@ -288,6 +288,10 @@ class LandbProvider:
         try:
             self._applying = True
             self._apply(changes, fence)
+        except WriterLeaseLost:
+            # The claims stay as they are: a claim without its alias is re-created or dropped later.
+            self._metrics.refused_changes_total.labels(reason="writer_lease_lost").inc()
+            raise
         finally:
             self._applying = False
             self._apply_lock.release()
@@ -377,20 +381,15 @@ class LandbProvider:
         refused.extend(self._log_refusals(plan.refusals))
 
         beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"}
-        self._store_claims(
-            upserts=[c for c in new_claims if self._claimed_label(c) not in beside_plain],
-            deletes=[],
-            fence=fence,
-        )
+        stored = [c for c in new_claims if self._claimed_label(c) not in beside_plain]
+        self._store_claims(upserts=stored, deletes=[], fence=fence)
         outcome = self._executor.execute(plan.servers, fence)
         if outcome.abandoned is not None:
-            # The claims stay as they are: a claim without its alias is re-created or dropped later.
-            self._metrics.refused_changes_total.labels(reason="writer_lease_lost").inc()
             raise outcome.abandoned
         # A frozen holder keeps the alias whatever we do: once our tokens are gone the name is someone
         # else's, so its claim goes too (else external-dns would ask to delete it every loop).
         unfinished = outcome.failed_labels() | {r.label for r in plan.refusals if r.kind != "frozen"}
-        self._drop_claims(
+        dropped = self._drop_claims(
             [c for c in gone_claims if self._claimed_label(c) not in unfinished],
             self._orphaned_claims(claim_records, carried_or_wanted),
             fence,
@@ -405,12 +404,16 @@ class LandbProvider:
             created=(publish - carried_before) - unfinished,
             removed=(withdraw & carried_before) - unfinished,
         )
-        self._remember_servers(inventory, plan, fence)
+        owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
+        self._remember_servers(inventory, plan, fence, owned_after)
         self._finish(outcome, refused)
 
-    def _drop_claims(self, gone: list[Endpoint], orphaned: list[Endpoint], fence: WriteFence) -> None:
+    def _drop_claims(
+        self, gone: list[Endpoint], orphaned: list[Endpoint], fence: WriteFence
+    ) -> list[Endpoint]:
         """After the break writes: the claims of the aliases withdrawn, and those no server carried and
-        no change wanted (a removal that landed although reported failed leaves one behind)."""
+        no change wanted (a removal that landed although reported failed leaves one behind); returns
+        the claims dropped."""
         gone_keys = {c.key for c in gone}
         orphaned = [c for c in orphaned if c.key not in gone_keys]
         self._store_claims(upserts=[], deletes=[*gone, *orphaned], fence=fence)
@@ -419,6 +422,7 @@ class LandbProvider:
                 "ownership records dropped: no server carries their alias any more",
                 records=_named(c.dns_name for c in orphaned),
             )
+        return [*gone, *orphaned]
 
     # -- departed servers and the state that survives a restart -----------------------------
 
@@ -484,12 +488,15 @@ class LandbProvider:
                 )
         return moves
 
-    def _remember_servers(self, inventory: Inventory, plan: Plan, fence: WriteFence) -> None:
-        """After the writes: remember the servers holding owned tokens, forget the departed ones cleaned
-        or deleted, and store that and the removal window when they changed (provider.departed)."""
+    def _remember_servers(
+        self, inventory: Inventory, plan: Plan, fence: WriteFence, claimed: set[str]
+    ) -> None:
+        """After the writes: remember the servers holding owned tokens (``claimed``: the names claimed
+        once the apply's claims were stored and dropped), forget the departed ones cleaned or deleted,
+        and store that and the removal window when they changed (provider.departed)."""
         if self._options.dry_run:
             return
-        owned = self._owned_test(claimed_names(self._ownership.records()))
+        owned = self._owned_test(claimed)
         given = {server_plan.server.server_id for server_plan in plan.servers if server_plan.added}
         written = {server_plan.server.server_id for server_plan in plan.servers}
         states = {state.server_id: state for state in inventory.server_states()}
@@ -771,7 +778,7 @@ class LandbProvider:
         existing = self._unclaimed(publish & inventory.carriers().keys(), claimed_names(claims_before))
         if not existing:
             return set()
-        status = analyse(inventory, claims_before, domain=self._options.dns_domain)
+        status = self._analysis(inventory, claims_before)
         refused: set[str] = set()
         for label in sorted(existing):
             name = status.name(label)
@@ -826,11 +833,11 @@ class LandbProvider:
     def _analysis(self, inventory: Inventory, claims: Sequence[Endpoint]) -> ClusterStatus:
         """``status``' analysis, made again only when the nodes, servers or claims changed: it costs
         ~0.35 s of CPU at 150 nodes x 300 names, comparing the inputs ~1 ms."""
-        inputs = (inventory.nodes, sorted(inventory.servers.items()), list(claims))
+        inputs = (inventory.nodes, sorted(inventory.servers.items()), inventory.departed, list(claims))
         analysed = self._analysed
         if analysed is not None and analysed[0] == inputs:
             return analysed[1]
-        status = analyse(inventory, claims, domain=self._options.dns_domain)
+        status = analyse(inventory, claims, domain=self._options.dns_domain, health=self._options.health)
         self._analysed = (inputs, status)
         return status
 
@@ -955,8 +962,7 @@ class LandbProvider:
             return
         try:
             fence.check("the ownership records were written")
-        except ApplyError as lost:
-            self._metrics.refused_changes_total.labels(reason="writer_lease_lost").inc()
+        except WriterLeaseLost as lost:
             log.error("apply abandoned: writer lease no longer certain", reason=str(lost))
             raise
         self._ownership.apply(upserts, deletes)
