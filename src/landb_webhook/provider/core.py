@@ -173,10 +173,11 @@ class LandbProvider:
             for label, ids in sorted(found.items())
             if label not in hidden
         ]
-        self._report_unowned(inventory, found.keys() - hidden, claims)
+        unowned = self._unclaimed(found.keys(), claimed_names(claims))
+        self._report_unowned(inventory, unowned - hidden)
         self._report_frozen_outside_ingress(inventory)
         self._metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
-        self._report_aliases(inventory, claims)
+        self._report_aliases(inventory, claims, unowned=len(unowned))
         self._metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
         return [*aliases, *self._plain_alias_records(inventory), *claims]
 
@@ -841,20 +842,17 @@ class LandbProvider:
         self._analysed = (inputs, status)
         return status
 
-    def _report_aliases(self, inventory: Inventory, claims: Sequence[Endpoint]) -> None:
+    def _report_aliases(self, inventory: Inventory, claims: Sequence[Endpoint], *, unowned: int) -> None:
         """The alias gauges of one Records: owned and unowned, and what ``status`` would flag."""
-        found = inventory.carriers().keys()
-        unowned = len(self._unclaimed(found, claimed_names(claims)))
-        self._metrics.aliases_published.labels(ownership="owned").set(len(found) - unowned)
+        self._metrics.aliases_published.labels(ownership="owned").set(len(inventory.carriers()) - unowned)
         self._metrics.aliases_published.labels(ownership="unowned").set(unowned)
         self._metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
         flagged = sum(1 for name in self._analysis(inventory, claims).names if name.problems)
         self._metrics.names_needing_attention.set(flagged)
 
-    def _report_unowned(self, inventory: Inventory, found: Iterable[str], claims: Sequence[Endpoint]) -> None:
-        unowned = sorted(self._unclaimed(found, claimed_names(claims)))
+    def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:
         names = _node_names(inventory) if unowned else {}
-        for label in unowned:
+        for label in sorted(unowned):
             self._warn_once(
                 label,
                 "alias held by someone else (no ownership record): left untouched",
