@@ -398,36 +398,11 @@ class ConfigMapOwnershipStore:
 
     def _write(self, shard: _Shard, data: dict[str, str]) -> None:
         name = self.shard_name(shard.index)
-        body: dict[str, Any] = dict(shard.raw or {"apiVersion": "v1", "kind": "ConfigMap"})
-        metadata: dict[str, Any] = dict(body.get("metadata") or {"name": name, "namespace": self._namespace})
-        metadata.pop("managedFields", None)
-        metadata["labels"] = {**(metadata.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
-        metadata["annotations"] = {
-            **(metadata.get("annotations") or {}),
-            FORMAT_ANNOTATION: FORMAT_DESCRIPTION,
-        }
-        body["metadata"] = metadata
-        body["data"] = data
-        configmap = client.V1ConfigMap.from_dict(body)
-        assert configmap is not None
-        response: Any
+        configmap = labelled_configmap(shard.raw, name, self._namespace, data, FORMAT_DESCRIPTION)
         try:
-            if shard.raw is None:
-                response = self._api.create_namespaced_config_map(
-                    self._namespace,
-                    configmap,
-                    _preload_content=False,
-                    _request_timeout=self._request_timeout,
-                )
-            else:
-                response = self._api.replace_namespaced_config_map(
-                    name,
-                    self._namespace,
-                    configmap,
-                    _preload_content=False,
-                    _request_timeout=self._request_timeout,
-                )
-            written = json_body(response)
+            written = create_or_replace(
+                self._api, shard.raw is not None, configmap, timeout=self._request_timeout
+            )
         except ApiException as exc:
             release_failed_response(exc)
             if exc.status == _HTTP_CONFLICT and shard.raw is None:
@@ -470,3 +445,36 @@ def _entry_size(key: str, value: str) -> int:
 
 def _size(data: Mapping[str, str]) -> int:
     return sum(_entry_size(key, value) for key, value in data.items())
+
+
+def labelled_configmap(
+    found: Mapping[str, Any] | None, name: str, namespace: str, data: Mapping[str, str], format: str
+) -> client.V1ConfigMap:
+    """The body that writes ``data`` into ConfigMap ``name`` (``found``: as last read, None to create
+    it): labelled as ours, its format annotated, at ``found``'s resourceVersion."""
+    body: dict[str, Any] = dict(found or {"apiVersion": "v1", "kind": "ConfigMap"})
+    metadata: dict[str, Any] = dict(body.get("metadata") or {"name": name, "namespace": namespace})
+    metadata.pop("managedFields", None)
+    metadata["labels"] = {**(metadata.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), FORMAT_ANNOTATION: format}
+    configmap = client.V1ConfigMap.from_dict({**body, "metadata": metadata, "data": dict(data)})
+    assert configmap is not None
+    return configmap
+
+
+def create_or_replace(
+    api: client.CoreV1Api, exists: bool, configmap: client.V1ConfigMap, *, timeout: float
+) -> Any:
+    """One create (``exists`` False) or replace of ``configmap``; the ConfigMap as written (JSON). A 409
+    or 404 is left to the caller as the ApiException."""
+    metadata = configmap.metadata
+    assert metadata is not None and metadata.name is not None and metadata.namespace is not None
+    if exists:
+        response: Any = api.replace_namespaced_config_map(
+            metadata.name, metadata.namespace, configmap, _preload_content=False, _request_timeout=timeout
+        )
+    else:
+        response = api.create_namespaced_config_map(
+            metadata.namespace, configmap, _preload_content=False, _request_timeout=timeout
+        )
+    return json_body(response)

@@ -25,9 +25,10 @@ from landb_webhook.adapters.kubeclient import (
     upstream_error,
 )
 from landb_webhook.adapters.ownership import (
-    FORMAT_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
+    create_or_replace,
+    labelled_configmap,
     ownership_namespace,
 )
 from landb_webhook.config import Settings
@@ -74,21 +75,11 @@ class ConfigMapStateStore:
         """One create or replace, at the version last read; a 409 costs a fresh read and another try."""
         for _ in range(_ATTEMPTS):
             found = self._last if self._known else self._read()
-            body = _configmap(found, self.name, self._namespace, data)
+            body = labelled_configmap(found, self.name, self._namespace, data, FORMAT)
             try:
-                if found is None:
-                    response: Any = self._api.create_namespaced_config_map(
-                        self._namespace, body, _preload_content=False, _request_timeout=self._request_timeout
-                    )
-                else:
-                    response = self._api.replace_namespaced_config_map(
-                        self.name,
-                        self._namespace,
-                        body,
-                        _preload_content=False,
-                        _request_timeout=self._request_timeout,
-                    )
-                self._remember(json_body(response))
+                self._remember(
+                    create_or_replace(self._api, found is not None, body, timeout=self._request_timeout)
+                )
                 return
             except ApiException as exc:
                 if exc.status not in (_HTTP_CONFLICT, _HTTP_NOT_FOUND):
@@ -131,17 +122,3 @@ class ConfigMapStateStore:
     def _remember(self, found: dict[str, Any] | None) -> dict[str, Any] | None:
         self._last, self._known = found, True
         return found
-
-
-def _configmap(
-    found: Mapping[str, Any] | None, name: str, namespace: str, data: Mapping[str, str]
-) -> client.V1ConfigMap:
-    metadata = dict((found or {}).get("metadata") or {"name": name, "namespace": namespace})
-    metadata.pop("managedFields", None)
-    metadata["labels"] = {**(metadata.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), FORMAT_ANNOTATION: FORMAT}
-    body = client.V1ConfigMap.from_dict(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
-    )
-    assert body is not None
-    return body
