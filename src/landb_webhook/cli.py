@@ -35,7 +35,6 @@ from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, va
 from landb_webhook.provider.status import ClusterStatus, read_status
 from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
 from landb_webhook.webhook.app import create_api_app, create_health_app, host_name, is_loopback
-from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
 from landb_webhook.webhook.server import (
     HEALTH_LIMITS,
     HttpServers,
@@ -350,24 +349,21 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         health_listener.close()
         return EXIT_CANNOT_START
     closeable: _Closeable = resources
-    progress = CallProgress(STALL_AFTER_DEADLINES * settings.request_timeout)
     ask_openstack_once(resources)
     try:
+        api_app = create_api_app(
+            provider,
+            metrics,
+            request_timeout=settings.request_timeout,
+            max_body_bytes=settings.max_request_body,
+            allowed_hosts=settings.api_allowed_hosts,
+        )
+        # /healthz judges the progress of the API's provider calls (webhook.liveness).
+        health_app = create_health_app(provider, metrics, progress=api_app.state.provider_calls.progress)
         servers = HttpServers(
             [
-                (
-                    create_api_app(
-                        provider,
-                        metrics,
-                        request_timeout=settings.request_timeout,
-                        max_body_bytes=settings.max_request_body,
-                        allowed_hosts=settings.api_allowed_hosts,
-                        progress=progress,
-                    ),
-                    api_listener,
-                    api_limits(settings.api_max_connections),
-                ),
-                (create_health_app(provider, metrics, progress=progress), health_listener, HEALTH_LIMITS),
+                (api_app, api_listener, api_limits(settings.api_max_connections)),
+                (health_app, health_listener, HEALTH_LIMITS),
             ],
             graceful_timeout=math.ceil(settings.request_timeout) + 2,
         )
