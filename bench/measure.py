@@ -36,9 +36,9 @@ from bench.counting import (
 from bench.scenarios import CLUSTER, EVENTS, Config, alias_names, extra_alias
 from bench.strategies import OURS, Endpoints
 from bench.worker import Timing
+from landb_simulator import Simulator, SimulatorState, seed_cluster
+from landb_simulator.seed import cern_vm_metadata, node_ip, node_name, server_id
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.simulator import Simulator, SimulatorState, seed_cluster
-from landb_webhook.simulator.seed import cern_vm_metadata, node_ip, node_name, server_id
 from landb_webhook.webhook import wire
 
 OWNER = "paas-prod"

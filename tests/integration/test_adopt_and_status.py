@@ -20,6 +20,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.demo import demo_instructions
+from landb_simulator.kube_store import NODES
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, build_provider
@@ -28,7 +31,6 @@ from landb_webhook.cli import (
     EXIT_INVALID_SETTINGS,
     EXIT_NEEDS_A_HUMAN,
     EXIT_READER_LEFT,
-    demo_instructions,
     main,
 )
 from landb_webhook.config import Settings
@@ -38,8 +40,6 @@ from landb_webhook.logs import reset_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.kube_store import NODES
 from support.external_dns import ownership_record, plan
 
 OWNER = "test-cluster"

@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.state import FaultHandle, SimulatorState
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.state import FaultHandle, SimulatorState
 from support.external_dns import plan
 from support.fake_time import FakeTime
 from support.history import assert_never_without_carrier, carriers

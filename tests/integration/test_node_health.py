@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
@@ -21,7 +22,6 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node
 from landb_webhook.provider.core import LandbProvider
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.external_dns import plan
 
 Eventually = Callable[..., Any]

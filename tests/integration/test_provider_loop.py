@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, ask_openstack_once, build_provider
 from landb_webhook.config import Settings
@@ -25,7 +26,6 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.external_dns import ownership_record, plan
 from support.kube_requests import is_watch
 
