@@ -1,4 +1,5 @@
-"""Simulated Keystone v3, Nova v2.1 and Kubernetes core APIs on loopback, for tests, benchmarks and demo.
+"""Simulated Keystone v3, Nova v2.1 and Kubernetes core APIs on loopback, for tests, benchmarks and demo,
+and external-dns' planner (:mod:`landb_simulator.external_dns`) to drive the webhook as its loop does.
 
 Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kubectl) talk to it unchanged:
 
