@@ -10,12 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from landb_simulator.seed import seed_cluster
-from landb_simulator.server import Simulator
+from landb_simulator.server import Simulator, listen
 from landb_webhook.cli import PROG as WEBHOOK_PROG
 from landb_webhook.cli import run_webhook
 from landb_webhook.config import ENV_PREFIX, Settings
 from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.webhook.server import bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
 PROG = "landb-webhook-simulator"
@@ -33,7 +32,7 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
     listeners: list[socket.socket] = []
     for flag, port in (("--api-port", api_port), ("--health-port", health_port)):
         try:
-            listeners.append(bind_listener("127.0.0.1", port))
+            listeners.append(listen("127.0.0.1", port))
         except OSError as error:
             for listener in listeners:
                 listener.close()
@@ -45,6 +44,7 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
             )
             return EXIT_CANNOT_START
     api_listener, health_listener = listeners
+    api_port, health_port = (listener.getsockname()[1] for listener in listeners)
     with Simulator() as sim:
         ingress_names = seed_cluster(sim.state, ingress_nodes=INGRESS_NODES, workers=1)[:INGRESS_NODES]
         servers = {server.name: server for server in sim.state.servers()}
@@ -57,9 +57,9 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
         os.environ["OS_CLIENT_CONFIG_FILE"] = str(config.clouds_yaml)
         settings = Settings(
             api_host="127.0.0.1",
-            api_port=api_listener.getsockname()[1],
+            api_port=api_port,
             health_host="127.0.0.1",
-            health_port=health_listener.getsockname()[1],
+            health_port=health_port,
             os_cloud=config.cloud_name,
             kubeconfig=config.kubeconfig,
             ownership_store="configmap",
@@ -68,8 +68,8 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
         )
         print(
             demo_instructions(
-                api=listener_url(api_listener),
-                health=listener_url(health_listener),
+                api=f"http://127.0.0.1:{api_port}",
+                health=f"http://127.0.0.1:{health_port}",
                 state_dir=state_dir,
                 cloud_name=config.cloud_name,
                 ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],

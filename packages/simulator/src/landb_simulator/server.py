@@ -34,7 +34,7 @@ START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
 
 
-def _listener(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0 picks a free one). Raises OSError."""
     # proto must say TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto is IPPROTO_TCP,
     # and without it every reply written in two parts waits ~40 ms for the client's delayed ACK.
@@ -237,8 +237,8 @@ class Simulator:
         self._lifecycle = Lifecycle()
         app = build_app(self.state, self._lifecycle)
         try:
-            self._socket = _listener(self.host, self._requested_port)
-            self._tls_socket = _listener(self.host, self._requested_tls_port)
+            self._socket = listen(self.host, self._requested_port)
+            self._tls_socket = listen(self.host, self._requested_tls_port)
             self._ports = (self._socket.getsockname()[1], self._tls_socket.getsockname()[1])
             self._certificate = loopback_certificate(tuple(dict.fromkeys((self.host, *LOOPBACK_NAMES))))
             self._servers = [_Server(_config(app)), _Server(_config(app, self._certificate))]
