@@ -23,10 +23,9 @@ COPY src ./src
 ENV UV_PROJECT_ENVIRONMENT=/opt/landb-webhook UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=copy
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable \
- # Not needed to serve: the simulator (tests and `make demo` only) and the kubernetes client's asyncio
- # copy (41 MB, a fifth of the files to compile; the webhook uses the synchronous client).
- && rm -rf /opt/landb-webhook/lib/python3.11/site-packages/landb_webhook/simulator \
-           /opt/landb-webhook/lib/python3.11/site-packages/kubernetes/aio \
+ # Not needed to serve: the kubernetes client's asyncio copy (41 MB, a fifth of the files to compile; the
+ # webhook uses the synchronous client). The simulator is its own distribution, never installed here.
+ && rm -rf /opt/landb-webhook/lib/python3.11/site-packages/kubernetes/aio \
  # Byte-compiled here, what is left, because the running container cannot write (read-only root).
  && /opt/landb-webhook/bin/python -m compileall -q -j 0 /opt/landb-webhook/lib/python3.11/site-packages
 

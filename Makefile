@@ -13,21 +13,22 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check 'uv>=0.5,<1'
 
-$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+$(VENV)/.synced: $(UV) pyproject.toml packages/simulator/pyproject.toml uv.lock
 	$(UV) sync --frozen --extra dev --python $(PYTHON)
 	@touch $@ $(VENV)/.synced-demo
 
-# The demo needs the package and the openstack CLI only; --inexact keeps a developer's test tools.
-$(VENV)/.synced-demo: $(UV) pyproject.toml uv.lock
+# The demo needs the package, the simulator and the openstack CLI only; --inexact keeps a developer's
+# test tools.
+$(VENV)/.synced-demo: $(UV) pyproject.toml packages/simulator/pyproject.toml uv.lock
 	$(UV) sync --frozen --inexact --extra demo --python $(PYTHON)
 	@touch $@
 
-demo: $(VENV)/.synced-demo  ## run the webhook against its built-in simulator (ARGS='--api-port 18888' to move it)
-	$(VENV)/bin/landb-webhook demo $(ARGS)
+demo: $(VENV)/.synced-demo  ## run the webhook against the simulator (ARGS='--api-port 18888' to move it)
+	$(VENV)/bin/landb-webhook-simulator demo $(ARGS)
 
 test: $(VENV)/.synced  ## lint, type-check and run every test (e2e ones skip without external-dns)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src packages tests bench
+	$(VENV)/bin/ruff format --check src packages tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.soak import call, rss_kib, webhook
+from landb_simulator import Simulator, seed_cluster
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
-from landb_webhook.simulator import Simulator, seed_cluster
 
 
 def endpoint(index: int) -> dict[str, Any]:

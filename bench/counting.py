@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from landb_simulator import ApiCall, MetadataChange
 from landb_webhook.landb.metadata import is_alias_key, read_aliases, split_tokens
 from landb_webhook.landb.names import parse_token
-from landb_webhook.simulator import ApiCall, MetadataChange
 
 NOVA_PAGE = 1000
 """The most servers one Nova listing returns (``limit`` <= 1000)."""

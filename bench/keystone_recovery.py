@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from e2e.e2e_support import WebhookProcess, http_get, simulator_settings
-from landb_webhook.simulator import Simulator, seed_cluster
+from landb_simulator import Simulator, seed_cluster
 
 VERSION_DOCUMENT = r"^/identity/v3/?$"
 

@@ -2,7 +2,7 @@
 
 One event = one external-dns loop (Records -> AdjustEndpoints -> plan -> ApplyChanges if anything
 changed), the plan made by the same planner emulation the loop tests use
-(``tests/support/external_dns.py``). Requests are counted per call from the simulator's records.
+(``landb_simulator.external_dns``). Requests are counted per call from the simulator's records.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from tests.support.external_dns import plan
 
 from bench import worker
 from bench.counting import (
@@ -36,9 +34,10 @@ from bench.counting import (
 from bench.scenarios import CLUSTER, EVENTS, Config, alias_names, extra_alias
 from bench.strategies import OURS, Endpoints
 from bench.worker import Timing
+from landb_simulator import Simulator, SimulatorState, seed_cluster
+from landb_simulator.external_dns import plan
+from landb_simulator.seed import cern_vm_metadata, node_ip, node_name, server_id
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.simulator import Simulator, SimulatorState, seed_cluster
-from landb_webhook.simulator.seed import cern_vm_metadata, node_ip, node_name, server_id
 from landb_webhook.webhook import wire
 
 OWNER = "paas-prod"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from landb_simulator.seed import cern_vm_metadata
 from landb_webhook.landb.plan import ServerState, plan_changes
-from landb_webhook.simulator.seed import cern_vm_metadata
 
 QUOTA = 128
 MAX_LENGTH = 254

@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from landb_webhook.simulator import Simulator, seed_cluster
-from landb_webhook.simulator.kube_store import CONFIGMAPS
+from landb_simulator import Simulator, seed_cluster
+from landb_simulator.kube_store import CONFIGMAPS
 
 MEDIA_TYPE = "application/external.dns.webhook+json;version=1"
 OWNER = "soak"

@@ -26,7 +26,7 @@ timeout_seconds="${LANDB_SMOKE_TIMEOUT:-120}"
 
 ensure_image_tools podman runc
 podman image exists "$image" || { say "no image $image: run scripts/build-image.sh first" >&2; exit 1; }
-[[ -x .venv/bin/landb-webhook ]] || { say "no .venv (the simulator runs from it): make .venv/.synced" >&2; exit 1; }
+[[ -x .venv/bin/landb-webhook-simulator ]] || { say "no .venv (the simulator runs from it): make .venv/.synced" >&2; exit 1; }
 
 work="$(mktemp -d)"
 container="landb-webhook-smoke-$$"
@@ -77,7 +77,7 @@ cgroup_memory() {
   podman exec "$container" sh -c "cat /sys/fs/cgroup/$1 2>/dev/null || cat /sys/fs/cgroup/memory/$2"
 }
 
-.venv/bin/landb-webhook simulator --state-dir "$work/state" --port 0 >"$work/simulator.log" 2>&1 &
+.venv/bin/landb-webhook-simulator serve --state-dir "$work/state" --port 0 >"$work/simulator.log" 2>&1 &
 simulator_pid=$!
 wait_for "the simulator" simulator_ready_or_gone
 kill -0 "$simulator_pid" 2>/dev/null || { say "the simulator exited" >&2; exit 1; }

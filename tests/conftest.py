@@ -17,8 +17,8 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 
-from landb_webhook.simulator import ClientConfig, Simulator
-from landb_webhook.simulator.identity import DOMAIN_NAME, PROJECT_NAME
+from landb_simulator import ClientConfig, Simulator
+from landb_simulator.identity import DOMAIN_NAME, PROJECT_NAME
 from support.kube_apiserver import KubeApiServer, locate_binaries, running_kube_apiserver
 
 settings.register_profile("dev", deadline=None)

@@ -60,7 +60,7 @@ def main(requirements_file: str) -> int:
     ]
     if PROJECT not in distributions:
         problems.append(f"{PROJECT} itself is not installed")
-    if importlib.util.find_spec("landb_webhook.simulator") is not None:
+    if importlib.util.find_spec("landb_simulator") is not None:
         problems.append("the simulator is installed (tests and the demo only)")
     if shutil.which("uv") is not None:
         problems.append(f"uv is on PATH at {shutil.which('uv')} (the build stage's tool)")

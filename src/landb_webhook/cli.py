@@ -1,4 +1,4 @@
-"""The ``landb-webhook`` command: ``serve`` (production), ``simulator`` and ``demo`` (no cloud needed).
+"""The ``landb-webhook`` command: ``serve`` (production), and ``adopt`` and ``status`` for the operator.
 
 ``serve`` has one flag per field of :class:`~landb_webhook.config.Settings`, generated from the model
 by pydantic-settings; each flag overrides the matching ``LANDB_*`` environment variable.
@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib.util
 import math
 import os
-import shlex
 import socket
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import ValidationError
@@ -25,7 +22,6 @@ from pydantic_settings import CliSettingsSource, SettingsError
 
 import landb_webhook
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, unknown_variables
-from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.names import InvalidName, label_for
 from landb_webhook.logs import LogLevel, configure_logging, get_logger
 from landb_webhook.metrics import Metrics
@@ -42,7 +38,6 @@ from landb_webhook.webhook.server import (
     bind_listener,
     listener_url,
 )
-from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
 if TYPE_CHECKING:
     from landb_webhook.app import Ports
@@ -56,8 +51,6 @@ EXIT_READER_LEFT = 128 + 13
 """The shell's code for a process ended by SIGPIPE: what ``cat`` gives when ``head`` has stopped reading."""
 ONE_SHOT_SYNC_TIMEOUT = 30.0
 """Seconds ``adopt`` and ``status`` wait for the node list."""
-DEFAULT_DEMO_STATE_DIR = Path("state")
-"""``./state``: kept after the demo exits so its clouds.yaml and kubeconfig can be read; gitignored."""
 
 _log = get_logger(__name__)
 
@@ -144,37 +137,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]
     )
     _settings_flags(status)
 
-    simulator = commands.add_parser(
-        "simulator",
-        help="run the simulated OpenStack and Kubernetes APIs",
-        description="Run the simulated Keystone, Nova and Kubernetes APIs on 127.0.0.1 until interrupted, "
-        "and write clouds.yaml and kubeconfig for them into the state directory.",
-    )
-    simulator.add_argument(
-        "--state-dir", type=Path, required=True, help="where the client configs are written"
-    )
-    simulator.add_argument(
-        "--ingress-nodes", type=int, default=3, help="ingress nodes to create (default: 3)"
-    )
-    simulator.add_argument("--workers", type=int, default=1, help="worker nodes to create (default: 1)")
-    simulator.add_argument(
-        "--port", type=int, default=0, help="port to listen on (default: 0, any free port)"
-    )
-
-    demo = commands.add_parser(
-        "demo",
-        help="serve the webhook against an in-process simulator, and print what to try",
-        description="Start the simulator with a 3-ingress-node cluster, serve the webhook against it on "
-        "127.0.0.1, and print curl, kubectl and openstack commands to try.",
-    )
-    demo.add_argument(
-        "--state-dir",
-        type=Path,
-        default=DEFAULT_DEMO_STATE_DIR,
-        help="where clouds.yaml and kubeconfig are written; kept after exit (default: ./state)",
-    )
-    demo.add_argument("--api-port", type=int, default=8888, help="webhook API port (default: 8888)")
-    demo.add_argument("--health-port", type=int, default=8080, help="health/metrics port (default: 8080)")
     return parser, settings_flags
 
 
@@ -254,34 +216,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"{PROG} {args.command}: {describe_unknown_variables(unknown)}", file=sys.stderr)
         return EXIT_INVALID_SETTINGS
-    if args.command in ("serve", "adopt", "status"):
-        try:
-            settings = load_settings(args, args.settings_flags)
-        except (ValidationError, SettingsError) as error:
-            print(f"{PROG} {args.command}: {describe_invalid_settings(error, args.command)}", file=sys.stderr)
-            return EXIT_INVALID_SETTINGS
-        try:
-            if args.command == "adopt":
-                return adopt(settings, args)
-            if args.command == "status":
-                return status(settings, output=args.output)
-            return serve(settings)
-        except SettingError as error:
-            print(
-                f"{PROG} {args.command}: invalid settings: {error}. See '{PROG} {args.command} --help'.",
-                file=sys.stderr,
-            )
-            return EXIT_INVALID_SETTINGS
-    if importlib.util.find_spec("landb_webhook.simulator") is None:
+    try:
+        settings = load_settings(args, args.settings_flags)
+    except (ValidationError, SettingsError) as error:
+        print(f"{PROG} {args.command}: {describe_invalid_settings(error, args.command)}", file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
+    try:
+        if args.command == "adopt":
+            return adopt(settings, args)
+        if args.command == "status":
+            return status(settings, output=args.output)
+        return serve(settings)
+    except SettingError as error:
         print(
-            f"{PROG} {args.command}: the simulator is not part of this installation (the production image "
-            "leaves it out); run it from a source checkout: make demo",
+            f"{PROG} {args.command}: invalid settings: {error}. See '{PROG} {args.command} --help'.",
             file=sys.stderr,
         )
-        return EXIT_CANNOT_START
-    if args.command == "simulator":
-        return _simulator(args)
-    return _demo(args)
+        return EXIT_INVALID_SETTINGS
 
 
 def serve(settings: Settings) -> int:
@@ -518,132 +469,6 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> 
 def _quieter(level: LogLevel) -> LogLevel:
     """A one-shot command prints its result on stdout: its log shows warnings and worse, unless debug."""
     return level if level in ("debug", "warning", "error") else "warning"
-
-
-def _simulator(args: argparse.Namespace) -> int:
-    from landb_webhook.simulator import run_simulator  # noqa: PLC0415 (only this command needs it)
-
-    configure_logging("info", "console")
-    run_simulator(args.state_dir, ingress_nodes=args.ingress_nodes, workers=args.workers, port=args.port)
-    return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from landb_webhook.simulator import Simulator, seed_cluster  # noqa: PLC0415 (only the demo needs it)
-
-    configure_logging("info", "console")
-    state_dir: Path = args.state_dir.resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    listeners: list[socket.socket] = []
-    for flag, port in (("--api-port", args.api_port), ("--health-port", args.health_port)):
-        try:
-            listeners.append(bind_listener("127.0.0.1", port))
-        except OSError as error:
-            for listener in listeners:
-                listener.close()
-            print(
-                f"{PROG} demo: cannot listen on 127.0.0.1:{port} ({flag}): {error.strerror or error}. Is "
-                "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
-                "--health-port 18080'",
-                file=sys.stderr,
-            )
-            return EXIT_CANNOT_START
-    api_listener, health_listener = listeners
-    with Simulator() as sim:
-        ingress_count = 3
-        ingress_names = seed_cluster(sim.state, ingress_nodes=ingress_count, workers=1)[:ingress_count]
-        servers = {server.name: server for server in sim.state.servers()}
-        first_ingress = servers[ingress_names[0]]
-        # An alias someone set by hand, without an ownership claim: the webhook must leave it alone.
-        sim.state.set_metadata_direct(
-            first_ingress.id, {**sim.state.metadata(first_ingress.id), "landb-alias": "legacy--load-0-"}
-        )
-        config = sim.write_client_config(state_dir)
-        os.environ["OS_CLIENT_CONFIG_FILE"] = str(config.clouds_yaml)
-        settings = Settings(
-            api_host="127.0.0.1",
-            api_port=api_listener.getsockname()[1],
-            health_host="127.0.0.1",
-            health_port=health_listener.getsockname()[1],
-            os_cloud=config.cloud_name,
-            kubeconfig=config.kubeconfig,
-            ownership_store="configmap",
-            ownership_namespace="default",
-            log_format="console",
-        )
-        print(
-            demo_instructions(
-                api=listener_url(api_listener),
-                health=listener_url(health_listener),
-                state_dir=state_dir,
-                cloud_name=config.cloud_name,
-                ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],
-                node_name=first_ingress.name,
-            ),
-            flush=True,
-        )
-        return run_webhook(settings, api_listener, health_listener)
-
-
-def installed_command(name: str) -> str:
-    """``name`` installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else name
-
-
-def demo_instructions(
-    *, api: str, health: str, state_dir: Path, cloud_name: str, ingress_ips: Sequence[str], node_name: str
-) -> str:
-    """Ready-to-paste commands exercising every webhook call and showing where the result lands."""
-    record = Endpoint("myapp.cern.ch", "A", tuple(sorted(ingress_ips)))
-    claim = Endpoint(
-        "a-myapp.cern.ch",
-        "TXT",
-        ('"heritage=external-dns,external-dns/owner=demo,external-dns/resource=ingress/default/myapp"',),
-        labels=(("ownedRecord", "myapp.cern.ch"),),
-    )
-    create = encode_changes(Changes(create=(record, claim))).decode()
-    desired = encode_endpoints([Endpoint("myapp.cern.ch", "A", ("192.0.2.1",), record_ttl=300)]).decode()
-    accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
-    content_type = shlex.quote(f"Content-Type: {MEDIA_TYPE}")  # POSTs without it are refused (415)
-    kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
-    clouds = shlex.quote(str(state_dir / "clouds.yaml"))
-    openstack = shlex.quote(installed_command("openstack"))
-    landb = shlex.quote(installed_command(PROG))
-    settings = " ".join(
-        [
-            f"{ENV_PREFIX}KUBECONFIG={kubeconfig}",
-            f"{ENV_PREFIX}OS_CLOUD={cloud_name}",
-            f"OS_CLIENT_CONFIG_FILE={clouds}",
-        ]
-    )
-    return f"""
-landb-webhook demo: webhook API on {api}, health and metrics on {health}.
-The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
-alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try:
-
-  # negotiation: the domain filter
-  curl -si {api}/ -H {accept}
-  # current records
-  curl -s {api}/records
-  # what the provider makes of a desired endpoint (targets become the ingress node IPs, TTL 0)
-  curl -s -X POST {api}/adjustendpoints -H {content_type} -d {shlex.quote(desired)}
-  # publish myapp.cern.ch with its TXT ownership claim, as external-dns would (answers 204)
-  curl -si -X POST {api}/records -H {content_type} -d {shlex.quote(create)}
-
-  # where it lands: node metadata in Nova, the ownership claim in a ConfigMap
-  OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} server show {node_name} -c properties
-  kubectl --kubeconfig {kubeconfig} get nodes --show-labels
-  kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
-  curl -s {health}/metrics | grep ^landb_webhook_
-
-  # what an operator runs on a cluster, with the webhook's settings: status (read-only), then adopt
-  # for the hand-set alias (drop --dry-run to write the claim; external-dns then owns legacy.cern.ch)
-  {settings} {landb} status
-  {settings} {landb} adopt --owner-id demo --names legacy --dry-run
-
-State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
-"""
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from e2e_support import E2EStack, Feeder, build_feeder, locate_external_dns
 
-from landb_webhook.simulator import Simulator, seed_cluster
+from landb_simulator import Simulator, seed_cluster
 
 
 @pytest.hookimpl(wrapper=True)

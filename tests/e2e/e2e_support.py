@@ -26,8 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 
+from landb_simulator import ClientConfig, Simulator
 from landb_webhook.config import Settings
-from landb_webhook.simulator import ClientConfig, Simulator
 
 EXTERNAL_DNS_VERSION = "v0.22.0"
 INSTALL_HINT = "run scripts/install-external-dns.sh"

@@ -27,7 +27,7 @@ from e2e_support import (
 )
 from kubernetes import client
 
-from landb_webhook.simulator import Simulator, seed_cluster
+from landb_simulator import Simulator, seed_cluster
 from support.clusters import RealCluster
 from support.kube_apiserver import KubeApiServer
 

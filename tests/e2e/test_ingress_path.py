@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ingress_world import LEGACY_TARGET_ANNOTATION, OWNER_ID, TARGET_ANNOTATION, IngressWorld
 
-from landb_webhook.simulator import Simulator
+from landb_simulator import Simulator
 from support.kube_apiserver import KubeApiServer
 
 pytestmark = pytest.mark.e2e

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.ports import Node, UpstreamError
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 
 
 def cloud_conf_from(config: ClientConfig, cloud: str, path: Path) -> Path:

@@ -20,6 +20,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.demo import demo_instructions
+from landb_simulator.external_dns import ownership_record, plan
+from landb_simulator.kube_store import NODES
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, build_provider
@@ -28,7 +32,6 @@ from landb_webhook.cli import (
     EXIT_INVALID_SETTINGS,
     EXIT_NEEDS_A_HUMAN,
     EXIT_READER_LEFT,
-    demo_instructions,
     main,
 )
 from landb_webhook.config import Settings
@@ -38,9 +41,6 @@ from landb_webhook.logs import reset_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.kube_store import NODES
-from support.external_dns import ownership_record, plan
 
 OWNER = "test-cluster"
 OTHER_OWNER = "other-cluster"
@@ -589,7 +589,7 @@ def test_adopt_refuses_bad_arguments_before_reading_anything(
     assert world.sim.state.api_calls() == []
 
 
-# -- adoption through external-dns' loop (tests/support/external_dns.py) ------------------------------
+# -- adoption through external-dns' loop (landb_simulator.external_dns) ------------------------------
 
 
 @pytest.fixture

@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from test_provider_loop import settings_for
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import ownership_record
+from landb_simulator.kube_store import CONFIGMAPS
 from landb_webhook.app import build_provider
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key, read_aliases
 from landb_webhook.logs import REPEAT_KEYS
 from landb_webhook.metrics import Metrics
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.kube_store import CONFIGMAPS
 from landb_webhook.webhook.wire import EndpointModel
-from support.external_dns import ownership_record
 from support.serving import Webhook, serving
 
 INGRESS = 3

@@ -19,10 +19,10 @@ from bench.counting import (
 )
 from kubernetes import client
 
+from landb_simulator import MetadataChange, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.ports import Node
-from landb_webhook.simulator import MetadataChange, Simulator, seed_cluster
 
 CERN = {"landb-mainuser": "admins"}
 

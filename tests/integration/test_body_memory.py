@@ -17,8 +17,8 @@ import pytest
 from bench.body_memory import endpoint, peak_rss_mib
 
 from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_post, simulator_settings
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 
 CHART_VALUES = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "values.yaml"
 HEADERS = {"Content-Type": MEDIA_TYPE, "Accept": MEDIA_TYPE}

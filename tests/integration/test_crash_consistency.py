@@ -29,12 +29,12 @@ from typing import IO, Any
 import httpx
 import pytest
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import HttpLoop, loop_over_http
+from landb_simulator.state import SimulatorState
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.state import SimulatorState
 from landb_webhook.webhook.wire import MEDIA_TYPE, decode_endpoints, encode_endpoints
-from support.external_dns import HttpLoop, loop_over_http
 from support.history import assert_never_without_carrier, carriers
 
 SEEDS = range(int(os.environ.get("LANDB_CRASH_SEEDS", "3")))

@@ -14,12 +14,12 @@ import test_provider_loop
 from structlog.testing import capture_logs
 from test_provider_loop import OWNER, Cluster, api_writes, settings_for
 
+from landb_simulator import ClientConfig
+from landb_simulator.external_dns import plan
 from landb_webhook.adapters.state import ConfigMapStateStore
 from landb_webhook.endpoint import Changes
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.status import read_status
-from landb_webhook.simulator import ClientConfig
-from support.external_dns import plan
 
 make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
 

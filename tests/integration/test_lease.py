@@ -18,9 +18,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from structlog.testing import capture_logs
 
+from landb_simulator import Simulator
 from landb_webhook.adapters.kubernetes import json_body
 from landb_webhook.adapters.lease import LeaseElector
-from landb_webhook.simulator import Simulator
 from support.clusters import KubeCluster
 
 LEASE = "landb-webhook"

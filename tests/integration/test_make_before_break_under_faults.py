@@ -4,7 +4,7 @@ invariants 3 and 4), over many seeded scenarios.
 Each seed builds a scenario from its own random generator: which nodes are ingress nodes before and
 after, which names external-dns wants before and after, a hand-set alias without a claim and a frozen
 per-interface value on the nodes. The cluster is converged to the "before" state; then external-dns'
-loop (tests/support/external_dns.py) runs against the real provider while a seeded fraction of Nova's
+loop (landb_simulator.external_dns) runs against the real provider while a seeded fraction of Nova's
 metadata writes and server searches fail (5xx, 409, connection resets, replies lost after the write
 landed). The faults are lifted and the loop runs until it changes nothing.
 
@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import plan
+from landb_simulator.state import FaultHandle, SimulatorState
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.state import FaultHandle, SimulatorState
-from support.external_dns import plan
 from support.fake_time import FakeTime
 from support.history import assert_never_without_carrier, carriers
 from support.landb_stack import OWNERSHIP_NAMESPACE, Stack, build_stack

@@ -1,5 +1,5 @@
 """Node health (docs/architecture.md, invariant 8): the provider wired to the real clients, against the
-simulator over HTTP, driven by the external-dns loop emulation (tests/support/external_dns.py).
+simulator over HTTP, driven by the external-dns loop emulation (landb_simulator.external_dns).
 
 Time is the provider's injected clock, moved past the grace period by the test: nothing here sleeps.
 """
@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import plan
 from landb_webhook.app import Resources, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
@@ -21,8 +23,6 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node
 from landb_webhook.provider.core import LandbProvider
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from support.external_dns import plan
 
 Eventually = Callable[..., Any]
 

@@ -1,7 +1,7 @@
 """The provider wired by the composition root to the real clients, against the simulator over HTTP.
 
 Each test names the invariant (docs/architecture.md) it guards. Desired state goes through the same
-Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (tests/support/external_dns.py).
+Records -> AdjustEndpoints -> plan -> ApplyChanges loop external-dns runs (landb_simulator.external_dns).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import ownership_record, plan
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.app import Resources, ask_openstack_once, build_provider
 from landb_webhook.config import Settings
@@ -25,8 +27,6 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from support.external_dns import ownership_record, plan
 from support.kube_requests import is_watch
 
 Eventually = Callable[..., Any]

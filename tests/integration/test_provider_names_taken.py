@@ -1,6 +1,6 @@
 """Names the webhook can see but never write: plain (CNAME) aliases and aliases in frozen forms.
 
-Each loop runs like external-dns v0.22 (tests/support/external_dns.py): registry ``txt`` (owner
+Each loop runs like external-dns v0.22 (landb_simulator.external_dns): registry ``txt`` (owner
 ``test-cluster``) or ``noop`` (owner None). What matters is that the loop settles -- a loop that asks for a
 change the webhook must refuse would 503 forever -- and that nothing is written over what is not ours.
 """
@@ -13,9 +13,9 @@ import pytest
 from structlog.testing import capture_logs
 from test_provider_loop import OWNER, Cluster, api_writes, make_cluster  # noqa: F401 (a fixture)
 
+from landb_simulator.external_dns import plan
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.provider import ApplyError
-from support.external_dns import plan
 
 REGISTRIES = {"txt": OWNER, "noop": None}
 

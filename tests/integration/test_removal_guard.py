@@ -2,7 +2,7 @@
 (an hour by default) is refused whole.
 
 Driven through the provider wired to the real clients against the simulator, with external-dns' own
-loop (tests/support/external_dns.py), and once through the HTTP app for the 503 external-dns sees.
+loop (landb_simulator.external_dns), and once through the HTTP app for the 503 external-dns sees.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import test_provider_loop
 from structlog.testing import capture_logs
 from test_provider_loop import OWNER, api_writes
 
+from landb_simulator.external_dns import plan
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import RemovalGuard
 from landb_webhook.webhook.wire import encode_changes
-from support.external_dns import plan
 from support.fake_time import FakeTime
 from support.serving import serving
 

@@ -16,13 +16,13 @@ import yaml
 from structlog.testing import capture_logs
 
 from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_get, http_post, simulator_settings
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import create_with_claim
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.config import Settings
 from landb_webhook.ports import Node, UpstreamError
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from support.external_dns import create_with_claim
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "landb_webhook"
 NO_NODES: list[Node] = []

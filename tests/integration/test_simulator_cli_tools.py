@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 
 KUBECTL = shutil.which("kubectl")
 OPENSTACK = Path(sys.executable).with_name("openstack")

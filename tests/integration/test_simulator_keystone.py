@@ -12,7 +12,7 @@ import pytest
 from keystoneauth1.exceptions.http import ServiceUnavailable
 from openstack.connection import Connection
 
-from landb_webhook.simulator import ClientConfig, Simulator, SimulatorState
+from landb_simulator import ClientConfig, Simulator, SimulatorState
 
 TokenFactory = Any  # the keystone_token fixture from tests/conftest.py
 

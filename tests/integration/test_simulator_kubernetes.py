@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 
 NAMESPACE = "landb"
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from landb_webhook.simulator import Simulator, SimulatorState, run_simulator, seed_cluster
+from landb_simulator import Simulator, SimulatorState, run_simulator, seed_cluster
 
 
 def test_seed_cluster_builds_a_magnum_cluster_reproducibly() -> None:
@@ -131,7 +131,7 @@ def test_run_simulator_serves_a_seeded_cluster_until_stopped(tmp_path: Path, htt
 
 
 def test_run_simulator_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
-    program = "import sys; from pathlib import Path; from landb_webhook.simulator import run_simulator; "
+    program = "import sys; from pathlib import Path; from landb_simulator import run_simulator; "
     program += "run_simulator(Path(sys.argv[1]))"
     process = subprocess.Popen(
         [sys.executable, "-c", program, str(tmp_path)],

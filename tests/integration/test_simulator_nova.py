@@ -14,7 +14,7 @@ import pytest
 from openstack import exceptions
 from openstack.connection import Connection
 
-from landb_webhook.simulator import ApiCall, ClientConfig, Simulator, seed_cluster
+from landb_simulator import ApiCall, ClientConfig, Simulator, seed_cluster
 
 NovaHttp = Any  # the nova_http factory fixture from tests/conftest.py
 

@@ -21,14 +21,14 @@ import httpx
 import pytest
 
 from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_post
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import HttpLoop, create_with_claim, loop_over_http
+from landb_simulator.kube_store import LEASES
+from landb_simulator.state import MetadataChange
 from landb_webhook.adapters.ownership import decode_record
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.ownership import owned_name
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.kube_store import LEASES
-from landb_webhook.simulator.state import MetadataChange
-from support.external_dns import HttpLoop, create_with_claim, loop_over_http
 
 NAMESPACE = "default"
 LEASE = "landb-webhook"

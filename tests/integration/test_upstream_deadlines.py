@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from urllib3.connectionpool import HTTPConnectionPool
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import create_with_claim
 from landb_webhook.app import ask_openstack_once, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.webhook.wire import decode_changes
-from support.external_dns import create_with_claim
 
 WAIT = 20.0
 

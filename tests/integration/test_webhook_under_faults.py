@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
+from landb_simulator.external_dns import HttpLoop, loop_over_http
+from landb_simulator.state import FaultHandle, SimulatorState
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.ports import UpstreamError
-from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.simulator.state import FaultHandle, SimulatorState
-from support.external_dns import HttpLoop, loop_over_http
 from support.fake_time import FakeTime
 from support.landb_stack import Stack, build_stack, serving_api
 

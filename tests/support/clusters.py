@@ -15,9 +15,9 @@ from typing import Any, Literal, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from landb_webhook.simulator import Simulator
-from landb_webhook.simulator.manifests import node_manifest, pod_manifest
-from landb_webhook.simulator.state import _set_ready
+from landb_simulator import Simulator
+from landb_simulator.manifests import node_manifest, pod_manifest
+from landb_simulator.state import _set_ready
 from support.kube_apiserver import KubeApiServer
 
 Obj = dict[str, Any]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from landb_simulator.state import MetadataChange
 from landb_webhook.landb.metadata import read_aliases
-from landb_webhook.simulator.state import MetadataChange
 
 
 def carriers(metadata_by_server: Mapping[str, Mapping[str, str]]) -> dict[str, set[str]]:

@@ -31,8 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from landb_simulator.tls import CertificateAuthority, loopback_certificate, subject_name
 from landb_webhook.adapters.kubernetes import api_client_for
-from landb_webhook.simulator.tls import CertificateAuthority, loopback_certificate, subject_name
 
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "3.7.3"

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from landb_simulator import ClientConfig
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
@@ -21,7 +22,6 @@ from landb_webhook.app import provider_options
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.core import LandbProvider
-from landb_webhook.simulator import ClientConfig
 from landb_webhook.webhook.app import create_api_app
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE

@@ -1,29 +1,28 @@
-"""The landb-webhook command line: flags generated from Settings, env overrides, errors, serve's lifecycle."""
+"""The landb-webhook command line: flags generated from Settings, env overrides, errors, serve's lifecycle
+(and landb-webhook-simulator's, which reads the same LANDB_* variables for the demo)."""
 
 from __future__ import annotations
 
 import json
 import os
 import queue
-import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 import landb_webhook
-from landb_webhook.cli import api_host_problem, build_parser, demo_instructions, load_settings, main
+from landb_simulator.cli import main as simulator_main
+from landb_webhook.cli import api_host_problem, build_parser, load_settings, main
 from landb_webhook.config import Settings, unknown_variables
 from landb_webhook.logs import reset_logging
-from landb_webhook.webhook.wire import decode_changes, decode_endpoints
 
 WAIT = 10.0
 """Upper bound for a subprocess to start or stop; only reached when a test fails."""
@@ -251,24 +250,6 @@ def test_a_selector_that_does_not_parse_is_shown_once_with_the_syntax(
     )
 
 
-def test_a_second_demo_names_the_busy_port_and_how_to_choose_another(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-
-        code = main(["demo", "--api-port=0", f"--health-port={port}"])
-
-    assert code == 1
-    assert capsys.readouterr().err == (
-        f"landb-webhook demo: cannot listen on 127.0.0.1:{port} (--health-port): Address already in use. Is "
-        "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
-        "--health-port 18080'\n"
-    )
-
-
 def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -298,25 +279,29 @@ def test_an_unknown_landb_variable_is_named_with_a_suggestion(monkeypatch: pytes
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("command", "argv"),
     [
-        ["serve", "--api-port=0", "--health-port=0"],
-        ["status"],
-        ["adopt", "--owner-id=c", "--all-unclaimed"],
-        ["demo", "--api-port=0", "--health-port=0"],
-        ["simulator", "--state-dir=unused"],
+        (main, ["serve", "--api-port=0", "--health-port=0"]),
+        (main, ["status"]),
+        (main, ["adopt", "--owner-id=c", "--all-unclaimed"]),
+        (simulator_main, ["demo", "--api-port=0", "--health-port=0"]),
+        (simulator_main, ["serve", "--state-dir=unused"]),
     ],
 )
 def test_an_unknown_landb_variable_stops_every_command_with_exit_2(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    command: Callable[[list[str]], int],
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("LANDB_INGRES_SELECTOR", "role=ingress")
+    program = "landb-webhook" if command is main else "landb-webhook-simulator"
 
-    code = main(argv)
+    code = command(argv)
 
     assert code == 2
     assert capsys.readouterr().err == (
-        f"landb-webhook {argv[0]}: unknown environment variable LANDB_INGRES_SELECTOR (did you mean "
+        f"{program} {argv[0]}: unknown environment variable LANDB_INGRES_SELECTOR (did you mean "
         "LANDB_INGRESS_SELECTOR?): no setting has that name, so it would be ignored. Rename or unset it "
         "('landb-webhook serve --help' lists every LANDB_* setting).\n"
     )
@@ -335,43 +320,6 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
         main([])
 
     assert exited.value.code == 2
-
-
-def test_demo_instructions_are_ready_to_paste() -> None:
-    text = demo_instructions(
-        api="http://127.0.0.1:8888",
-        health="http://127.0.0.1:8080",
-        state_dir=Path("/tmp/demo state"),
-        cloud_name="simulator",
-        ingress_ips=["188.184.1.3", "188.184.1.2"],
-        node_name="demo-abc-node-0",
-    )
-    commands = [
-        shlex.split(line) for line in text.splitlines() if line.strip().startswith(("curl", "kubectl", "OS_"))
-    ]
-
-    apply = next(words for words in commands if "-X" in words and words[-1].startswith("{"))
-    changes = decode_changes(apply[-1])
-    assert [(e.dns_name, e.record_type) for e in changes.create] == [
-        ("myapp.cern.ch", "A"),
-        ("a-myapp.cern.ch", "TXT"),
-    ]
-    assert changes.create[0].targets == ("188.184.1.2", "188.184.1.3")
-    assert changes.create[1].targets[0].startswith('"heritage=external-dns,external-dns/owner=')
-    assert dict(changes.create[1].labels) == {"ownedRecord": "myapp.cern.ch"}
-    adjust = next(words for words in commands if any(word.endswith("/adjustendpoints") for word in words))
-    assert decode_endpoints(adjust[-1])[0].dns_name == "myapp.cern.ch"
-    assert [
-        "kubectl",
-        "--kubeconfig",
-        "/tmp/demo state/kubeconfig",
-        "get",
-        "nodes",
-        "--show-labels",
-    ] in commands
-    openstack = next(w for w in commands if w[0] == "OS_CLIENT_CONFIG_FILE=/tmp/demo state/clouds.yaml")
-    # The CLI make demo installed, so the line works without activating the virtualenv.
-    assert shutil.which(openstack[1]) is not None, openstack
 
 
 # --- serve as a process -------------------------------------------------------------------------------

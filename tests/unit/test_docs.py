@@ -59,7 +59,9 @@ def test_every_file_the_documents_and_deploy_files_name_exists() -> None:
     missing = {
         f"{document.relative_to(REPO_ROOT)}: {path}"
         for document in named_in
-        for path in re.findall(r"\b((?:tests|src|deploy|scripts|bench)/[\w./-]*\.\w+)", document.read_text())
+        for path in re.findall(
+            r"\b((?:tests|src|packages|deploy|scripts|bench)/[\w./-]*\.\w+)", document.read_text()
+        )
         if not (REPO_ROOT / path).exists()
     }
     assert missing == set()

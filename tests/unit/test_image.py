@@ -7,11 +7,13 @@ The image itself is built and smoke-run by scripts/build-image.sh and scripts/sm
 from __future__ import annotations
 
 import base64
+import email.parser
 import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from types import ModuleType
 
@@ -96,6 +98,31 @@ def test_the_contents_check_names_what_a_dev_environment_holds_beyond_the_lock(t
         assert f"{tool} is installed but not a locked production requirement" in checked.stderr
     assert "the simulator is installed" in checked.stderr
     assert "image_contents: pyyaml is installed" not in checked.stderr  # a production requirement (PyYAML)
+
+
+def test_the_product_wheel_carries_no_simulator_nor_what_only_the_simulator_needs(tmp_path: Path) -> None:
+    uv = shutil.which("uv", path=str(ROOT / ".tools" / "bin")) or shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (make .venv/.synced installs it into .tools)")
+    build = [uv, "build", "--quiet", "--wheel", "--package", "landb-webhook", "--out-dir", str(tmp_path)]
+    subprocess.run(build, cwd=ROOT, capture_output=True, text=True, check=True)
+
+    [wheel] = tmp_path.glob("landb_webhook-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        files = archive.namelist()
+        [metadata] = [name for name in files if name.endswith(".dist-info/METADATA")]
+        requirements = (
+            email.parser.Parser().parsestr(archive.read(metadata).decode()).get_all("Requires-Dist")
+        )
+    always = {
+        re.split(r"[<>=!~;\[ ]", requirement)[0].lower()
+        for requirement in requirements or ()
+        if ";" not in requirement
+    }
+
+    assert [name for name in files if "simulator" in name] == []
+    assert always & {"landb-webhook-simulator", "jsonpatch", "cryptography"} == set()
+    assert "openstacksdk" in always  # the list read is the real one
 
 
 def test_the_smoke_test_runs_the_sidecar_with_the_charts_settings_and_mounts(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 
 import jsonpatch
 
+from landb_simulator.selectors import FieldSelector
 from landb_webhook.adapters.selector import LabelSelector, is_valid_label_key, is_valid_label_value
-from landb_webhook.simulator.selectors import FieldSelector
 
 NODES = "nodes"
 PODS = "pods"

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from landb_webhook.simulator.identity import Token
-from landb_webhook.simulator.keystone import base_url
-from landb_webhook.simulator.manifests import FLAVOR_NAME
-from landb_webhook.simulator.state import NovaError, ServerInfo, SimulatorState
+from landb_simulator.identity import Token
+from landb_simulator.keystone import base_url
+from landb_simulator.manifests import FLAVOR_NAME
+from landb_simulator.state import NovaError, ServerInfo, SimulatorState
 
 MIN_VERSION = (2, 1)
 MAX_VERSION = (2, 96)

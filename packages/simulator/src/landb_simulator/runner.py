@@ -1,4 +1,4 @@
-"""``landb-webhook simulator``: a seeded simulator in the foreground until SIGINT or SIGTERM."""
+"""``landb-webhook-simulator serve``: a seeded simulator in the foreground until SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from landb_webhook.simulator.seed import seed_cluster
-from landb_webhook.simulator.server import Simulator
-from landb_webhook.simulator.state import SimulatorState
+from landb_simulator.seed import seed_cluster
+from landb_simulator.server import Simulator
+from landb_simulator.state import SimulatorState
 
 
 def run_simulator(

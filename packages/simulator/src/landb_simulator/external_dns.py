@@ -1,7 +1,7 @@
 """The parts of external-dns' planner and TXT registry that decide what ApplyChanges receives.
 
-Written from the contract (shared docs, "Each external-dns loop" and "Registries"), so loop tests can
-run without the Go binary; tests/e2e runs the real one against the same service.
+Written from the contract (shared docs, "Each external-dns loop" and "Registries"), so the loop tests and
+the benchmark can run without the Go binary; tests/e2e runs the real one against the same service.
 """
 
 from __future__ import annotations

@@ -21,18 +21,34 @@ import yaml
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from landb_webhook.simulator.app import ResetConnection, build_app
-from landb_webhook.simulator.identity import REGION
-from landb_webhook.simulator.lifecycle import Lifecycle
-from landb_webhook.simulator.state import SimulatorState
-from landb_webhook.simulator.tls import ServerCertificate, loopback_certificate
-from landb_webhook.webhook.server import bind_listener
+from landb_simulator.app import ResetConnection, build_app
+from landb_simulator.identity import REGION
+from landb_simulator.lifecycle import Lifecycle
+from landb_simulator.state import SimulatorState
+from landb_simulator.tls import ServerCertificate, loopback_certificate
 
-log = logging.getLogger("landb_webhook.simulator")
+log = logging.getLogger("landb_simulator")
 
 LOOPBACK_NAMES = ("127.0.0.1", "::1", "localhost")
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one). Raises OSError."""
+    # proto must say TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto is IPPROTO_TCP,
+    # and without it every reply written in two parts waits ~40 ms for the client's delayed ACK.
+    listener = socket.socket(
+        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+    )
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 class _SimulatorH11Protocol(H11Protocol):
@@ -221,8 +237,8 @@ class Simulator:
         self._lifecycle = Lifecycle()
         app = build_app(self.state, self._lifecycle)
         try:
-            self._socket = bind_listener(self.host, self._requested_port)
-            self._tls_socket = bind_listener(self.host, self._requested_tls_port)
+            self._socket = listen(self.host, self._requested_port)
+            self._tls_socket = listen(self.host, self._requested_tls_port)
             self._ports = (self._socket.getsockname()[1], self._tls_socket.getsockname()[1])
             self._certificate = loopback_certificate(tuple(dict.fromkeys((self.host, *LOOPBACK_NAMES))))
             self._servers = [_Server(_config(app)), _Server(_config(app, self._certificate))]

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from landb_webhook.simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
-from landb_webhook.simulator.kube_store import CONFIGMAPS, NODES, PODS, KubeStore, Obj
-from landb_webhook.simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest
+from landb_simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
+from landb_simulator.kube_store import CONFIGMAPS, NODES, PODS, KubeStore, Obj
+from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest
 
 Api = Literal["keystone", "nova", "glance", "kubernetes"]
 MetadataOperation = Literal["POST", "PUT", "PUT_KEY", "DELETE"]

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from landb_webhook.simulator.identity import (
+from landb_simulator.identity import (
     DOMAIN_ID,
     DOMAIN_NAME,
     PROJECT_ID,
@@ -19,7 +19,7 @@ from landb_webhook.simulator.identity import (
     AuthError,
     Token,
 )
-from landb_webhook.simulator.state import SimulatorState
+from landb_simulator.state import SimulatorState
 
 _MEDIA_TYPE = "application/vnd.openstack.identity-v3+json"
 _ROLE_IDS = {

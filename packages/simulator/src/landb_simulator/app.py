@@ -16,11 +16,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from landb_webhook.simulator import glance, keystone, kube, nova
-from landb_webhook.simulator.lifecycle import Lifecycle
-from landb_webhook.simulator.state import ApiCall, FaultAction, SimulatorState
+from landb_simulator import glance, keystone, kube, nova
+from landb_simulator.lifecycle import Lifecycle
+from landb_simulator.state import ApiCall, FaultAction, SimulatorState
 
-log = logging.getLogger("landb_webhook.simulator")
+log = logging.getLogger("landb_simulator")
 
 _PREFIXES = (("/identity", "keystone"), ("/compute", "nova"), ("/image", "glance"))
 _KUBE_REASONS = {

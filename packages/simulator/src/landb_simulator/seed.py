@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from landb_webhook.simulator.state import SimulatorState
+from landb_simulator.state import SimulatorState
 
 _NAMESPACE = uuid.UUID("7c1d3a52-3f0e-4f7b-a8f2-2a9e63d5c4b8")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"

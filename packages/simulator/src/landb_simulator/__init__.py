@@ -1,4 +1,5 @@
-"""Simulated Keystone v3, Nova v2.1 and Kubernetes core APIs on loopback, for tests, benchmarks and demo.
+"""Simulated Keystone v3, Nova v2.1 and Kubernetes core APIs on loopback, for tests, benchmarks and demo,
+and external-dns' planner (:mod:`landb_simulator.external_dns`) to drive the webhook as its loop does.
 
 Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kubectl) talk to it unchanged:
 
@@ -7,10 +8,10 @@ Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kub
         config = sim.write_client_config(tmp_path)   # clouds.yaml (cloud "simulator") + kubeconfig
 """
 
-from landb_webhook.simulator.runner import run_simulator
-from landb_webhook.simulator.seed import seed_cluster
-from landb_webhook.simulator.server import ClientConfig, Simulator
-from landb_webhook.simulator.state import (
+from landb_simulator.runner import run_simulator
+from landb_simulator.seed import seed_cluster
+from landb_simulator.server import ClientConfig, Simulator
+from landb_simulator.state import (
     ApiCall,
     FaultHandle,
     MetadataChange,

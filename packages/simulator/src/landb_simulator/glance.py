@@ -8,9 +8,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from landb_webhook.simulator.keystone import base_url
-from landb_webhook.simulator.nova import unauthorized
-from landb_webhook.simulator.state import IMAGE_ID, IMAGE_NAME, SimulatorState
+from landb_simulator.keystone import base_url
+from landb_simulator.nova import unauthorized
+from landb_simulator.state import IMAGE_ID, IMAGE_NAME, SimulatorState
 
 
 def _image(root: str) -> dict[str, Any]:

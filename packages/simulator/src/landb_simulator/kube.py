@@ -23,8 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from landb_webhook.adapters.selector import InvalidSelector, LabelSelector
-from landb_webhook.simulator.kube_store import (
+from landb_simulator.kube_store import (
     API_VERSIONS,
     CONFIGMAPS,
     KINDS,
@@ -37,10 +36,11 @@ from landb_webhook.simulator.kube_store import (
     WatchEvent,
     not_found,
 )
-from landb_webhook.simulator.lifecycle import CLOSED, Lifecycle
-from landb_webhook.simulator.manifests import KUBELET_VERSION
-from landb_webhook.simulator.selectors import FieldSelector, InvalidFieldSelector, parse_field_selector
-from landb_webhook.simulator.state import SimulatorState
+from landb_simulator.lifecycle import CLOSED, Lifecycle
+from landb_simulator.manifests import KUBELET_VERSION
+from landb_simulator.selectors import FieldSelector, InvalidFieldSelector, parse_field_selector
+from landb_simulator.state import SimulatorState
+from landb_webhook.adapters.selector import InvalidSelector, LabelSelector
 
 DEFAULT_WATCH_SECONDS = 1800
 """The API server's --min-request-timeout: a watch without timeoutSeconds ends after about this long."""

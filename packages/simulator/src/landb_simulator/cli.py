@@ -1,0 +1,69 @@
+"""The ``landb-webhook-simulator`` command: ``serve`` (the simulated APIs alone) and ``demo`` (the webhook
+against them). No cloud needed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, PROG, run_demo
+from landb_simulator.runner import run_simulator
+from landb_webhook.cli import EXIT_INVALID_SETTINGS, describe_unknown_variables
+from landb_webhook.config import unknown_variables
+from landb_webhook.logs import configure_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Simulated Keystone, Nova and Kubernetes APIs on loopback, and the webhook's demo.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the simulated OpenStack and Kubernetes APIs",
+        description="Run the simulated Keystone, Nova and Kubernetes APIs on 127.0.0.1 until interrupted, "
+        "and write clouds.yaml and kubeconfig for them into the state directory.",
+    )
+    serve.add_argument("--state-dir", type=Path, required=True, help="where the client configs are written")
+    serve.add_argument("--ingress-nodes", type=int, default=3, help="ingress nodes to create (default: 3)")
+    serve.add_argument("--workers", type=int, default=1, help="worker nodes to create (default: 1)")
+    serve.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, any free port)")
+
+    demo = commands.add_parser(
+        "demo",
+        help="serve the webhook against an in-process simulator, and print what to try",
+        description="Start the simulator with a 3-ingress-node cluster, serve the webhook against it on "
+        "127.0.0.1, and print curl, kubectl and openstack commands to try.",
+    )
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_DEMO_STATE_DIR,
+        help="where clouds.yaml and kubeconfig are written; kept after exit (default: ./state)",
+    )
+    demo.add_argument("--api-port", type=int, default=8888, help="webhook API port (default: 8888)")
+    demo.add_argument("--health-port", type=int, default=8080, help="health/metrics port (default: 8080)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # The demo's webhook reads LANDB_* as serve does: a misspelled one stops it the same way.
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        print(f"{PROG} {args.command}: {describe_unknown_variables(unknown)}", file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
+    configure_logging("info", "console")
+    if args.command == "serve":
+        run_simulator(args.state_dir, ingress_nodes=args.ingress_nodes, workers=args.workers, port=args.port)
+        return 0
+    return run_demo(args.state_dir, api_port=args.api_port, health_port=args.health_port)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

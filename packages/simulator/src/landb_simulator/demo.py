@@ -1,0 +1,141 @@
+"""``landb-webhook-simulator demo``: the webhook served against an in-process simulator, and what to try."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from landb_simulator.seed import seed_cluster
+from landb_simulator.server import Simulator, listen
+from landb_webhook.cli import PROG as WEBHOOK_PROG
+from landb_webhook.cli import run_webhook
+from landb_webhook.config import ENV_PREFIX, Settings
+from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
+
+PROG = "landb-webhook-simulator"
+EXIT_CANNOT_START = 1
+DEFAULT_DEMO_STATE_DIR = Path("state")
+"""``./state``: kept after the demo exits so its clouds.yaml and kubeconfig can be read; gitignored."""
+INGRESS_NODES = 3
+
+
+def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
+    """Bind the webhook's two listeners first (a second demo is told which port is busy), then seed a
+    3-ingress-node cluster, print what to try and serve the webhook until SIGTERM/SIGINT."""
+    state_dir = state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    listeners: list[socket.socket] = []
+    for flag, port in (("--api-port", api_port), ("--health-port", health_port)):
+        try:
+            listeners.append(listen("127.0.0.1", port))
+        except OSError as error:
+            for listener in listeners:
+                listener.close()
+            print(
+                f"{PROG} demo: cannot listen on 127.0.0.1:{port} ({flag}): {error.strerror or error}. Is "
+                "another demo running? Stop it, or choose free ports: make demo ARGS='--api-port 18888 "
+                "--health-port 18080'",
+                file=sys.stderr,
+            )
+            return EXIT_CANNOT_START
+    api_listener, health_listener = listeners
+    api_port, health_port = (listener.getsockname()[1] for listener in listeners)
+    with Simulator() as sim:
+        ingress_names = seed_cluster(sim.state, ingress_nodes=INGRESS_NODES, workers=1)[:INGRESS_NODES]
+        servers = {server.name: server for server in sim.state.servers()}
+        first_ingress = servers[ingress_names[0]]
+        # An alias someone set by hand, without an ownership claim: the webhook must leave it alone.
+        sim.state.set_metadata_direct(
+            first_ingress.id, {**sim.state.metadata(first_ingress.id), "landb-alias": "legacy--load-0-"}
+        )
+        config = sim.write_client_config(state_dir)
+        os.environ["OS_CLIENT_CONFIG_FILE"] = str(config.clouds_yaml)
+        settings = Settings(
+            api_host="127.0.0.1",
+            api_port=api_port,
+            health_host="127.0.0.1",
+            health_port=health_port,
+            os_cloud=config.cloud_name,
+            kubeconfig=config.kubeconfig,
+            ownership_store="configmap",
+            ownership_namespace="default",
+            log_format="console",
+        )
+        print(
+            demo_instructions(
+                api=f"http://127.0.0.1:{api_port}",
+                health=f"http://127.0.0.1:{health_port}",
+                state_dir=state_dir,
+                cloud_name=config.cloud_name,
+                ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],
+                node_name=first_ingress.name,
+            ),
+            flush=True,
+        )
+        return run_webhook(settings, api_listener, health_listener)
+
+
+def installed_command(name: str) -> str:
+    """``name`` installed beside this interpreter (make demo's .venv), else whatever is on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def demo_instructions(
+    *, api: str, health: str, state_dir: Path, cloud_name: str, ingress_ips: Sequence[str], node_name: str
+) -> str:
+    """Ready-to-paste commands exercising every webhook call and showing where the result lands."""
+    record = Endpoint("myapp.cern.ch", "A", tuple(sorted(ingress_ips)))
+    claim = Endpoint(
+        "a-myapp.cern.ch",
+        "TXT",
+        ('"heritage=external-dns,external-dns/owner=demo,external-dns/resource=ingress/default/myapp"',),
+        labels=(("ownedRecord", "myapp.cern.ch"),),
+    )
+    create = encode_changes(Changes(create=(record, claim))).decode()
+    desired = encode_endpoints([Endpoint("myapp.cern.ch", "A", ("192.0.2.1",), record_ttl=300)]).decode()
+    accept = shlex.quote(f"Accept: {MEDIA_TYPE}")
+    content_type = shlex.quote(f"Content-Type: {MEDIA_TYPE}")  # POSTs without it are refused (415)
+    kubeconfig = shlex.quote(str(state_dir / "kubeconfig"))
+    clouds = shlex.quote(str(state_dir / "clouds.yaml"))
+    openstack = shlex.quote(installed_command("openstack"))
+    landb = shlex.quote(installed_command(WEBHOOK_PROG))
+    settings = " ".join(
+        [
+            f"{ENV_PREFIX}KUBECONFIG={kubeconfig}",
+            f"{ENV_PREFIX}OS_CLOUD={cloud_name}",
+            f"OS_CLIENT_CONFIG_FILE={clouds}",
+        ]
+    )
+    return f"""
+{PROG} demo: webhook API on {api}, health and metrics on {health}.
+The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
+alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try:
+
+  # negotiation: the domain filter
+  curl -si {api}/ -H {accept}
+  # current records
+  curl -s {api}/records
+  # what the provider makes of a desired endpoint (targets become the ingress node IPs, TTL 0)
+  curl -s -X POST {api}/adjustendpoints -H {content_type} -d {shlex.quote(desired)}
+  # publish myapp.cern.ch with its TXT ownership claim, as external-dns would (answers 204)
+  curl -si -X POST {api}/records -H {content_type} -d {shlex.quote(create)}
+
+  # where it lands: node metadata in Nova, the ownership claim in a ConfigMap
+  OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} server show {node_name} -c properties
+  kubectl --kubeconfig {kubeconfig} get nodes --show-labels
+  kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
+  curl -s {health}/metrics | grep ^landb_webhook_
+
+  # what an operator runs on a cluster, with the webhook's settings: status (read-only), then adopt
+  # for the hand-set alias (drop --dry-run to write the claim; external-dns then owns legacy.cern.ch)
+  {settings} {landb} status
+  {settings} {landb} adopt --owner-id demo --names legacy --dry-run
+
+State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
+"""
