@@ -1,0 +1,3 @@
+from landb_simulator.cli import main
+
+raise SystemExit(main())
