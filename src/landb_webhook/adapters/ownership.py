@@ -332,7 +332,7 @@ class ConfigMapOwnershipStore:
                 holders[key].append(shard.index)
 
         def take_out(key: str, index: int) -> None:
-            sizes[index] -= _entry_size(key, data[index].pop(key))
+            sizes[index] -= entry_size(key, data[index].pop(key))
 
         upserted = {data_key(record): encode_record(record) for record in upserts}
         for key in {data_key(record) for record in deletes} - upserted.keys():
@@ -345,7 +345,7 @@ class ConfigMapOwnershipStore:
             for index in held_in:
                 take_out(key, index)
             home = held_in[-1] if held_in else None
-            needed = _entry_size(key, value)
+            needed = entry_size(key, value)
             target = self._place(sizes, key, needed, home)
             data.setdefault(target, {})[key] = value
             sizes[target] = sizes.get(target, 0) + needed
@@ -415,12 +415,13 @@ def _without_managed_fields(configmap: Mapping[str, Any]) -> dict[str, Any]:
     return {**configmap, "metadata": metadata}
 
 
-def _entry_size(key: str, value: str) -> int:
+def entry_size(key: str, value: str) -> int:
+    """The bytes one data entry counts towards a ConfigMap's size limit."""
     return len(key.encode("utf-8")) + len(value.encode("utf-8"))
 
 
 def _size(data: Mapping[str, str]) -> int:
-    return sum(_entry_size(key, value) for key, value in data.items())
+    return sum(entry_size(key, value) for key, value in data.items())
 
 
 def labelled_configmap(
