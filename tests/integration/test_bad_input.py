@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
-from test_provider_loop import settings_for
 
 from landb_webhook.app import build_provider
 from landb_webhook.endpoint import Endpoint
@@ -28,6 +27,7 @@ from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.kube_store import CONFIGMAPS
 from landb_webhook.webhook.wire import EndpointModel
 from support.external_dns import ownership_record
+from support.provider_cluster import settings_for
 from support.serving import Webhook, serving
 
 INGRESS = 3

@@ -10,9 +10,7 @@ import json
 from collections import Counter
 from typing import Any
 
-import test_provider_loop
 from structlog.testing import capture_logs
-from test_provider_loop import OWNER, Cluster, api_writes, settings_for
 
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.app import state_store
@@ -21,8 +19,7 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.status import read_status
 from landb_webhook.simulator import ClientConfig
 from support.external_dns import plan
-
-make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
+from support.provider_cluster import OWNER, Cluster, api_writes, settings_for
 
 STATE = "landb-webhook-ownership-state"
 
