@@ -26,10 +26,11 @@ $(VENV)/.synced-demo: $(UV) pyproject.toml packages/simulator/pyproject.toml uv.
 demo: $(VENV)/.synced-demo  ## run the webhook against the simulator (ARGS='--api-port 18888' to move it)
 	$(VENV)/bin/landb-webhook-simulator demo $(ARGS)
 
-test: $(VENV)/.synced  ## lint, type-check and run every test (e2e ones skip without external-dns)
+test: $(VENV)/.synced  ## lint, type-check, check the layers and run every test (e2e ones skip without external-dns)
 	$(VENV)/bin/ruff check src packages tests bench
 	$(VENV)/bin/ruff format --check src packages tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/pytest
 
 e2e-tools:  ## build the real external-dns used by tests/e2e (needs Go)
@@ -53,4 +54,4 @@ soak: $(VENV)/.synced  ## 2,000 steady-state loops: nothing written, the webhook
 	$(VENV)/bin/python -m bench.soak
 
 clean:
-	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

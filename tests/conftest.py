@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.identity import DOMAIN_NAME, PROJECT_NAME
 from support.kube_apiserver import KubeApiServer, locate_binaries, running_kube_apiserver
+from support.logging_state import restored_logging
 
 settings.register_profile("dev", deadline=None)
 settings.register_profile(
@@ -31,6 +32,13 @@ settings.register_profile(
 )
 settings.register_profile("deep", parent=settings.get_profile("ci"), max_examples=3000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def logging_as_found() -> Iterator[None]:
+    """What a test configures (every CLI command calls configure_logging) is undone after it."""
+    with restored_logging():
+        yield
 
 
 @pytest.fixture

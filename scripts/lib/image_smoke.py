@@ -20,6 +20,7 @@ it. Exits 1 naming the first answer that is wrong.
 from __future__ import annotations
 
 import base64
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +34,6 @@ import yaml
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
-    decode_domain_filter,
     decode_endpoints,
     encode_changes,
     encode_endpoints,
@@ -155,7 +155,10 @@ def check(api: str, health: str, timeout_seconds: str) -> None:
     negotiation = expect(call("GET", f"{api}/"), 200, "GET / (negotiation)")
     if negotiation.content_type != MEDIA_TYPE:
         raise SmokeFailure(f"GET /: Content-Type {negotiation.content_type!r}, not {MEDIA_TYPE!r}")
-    print("GET /:", decode_domain_filter(negotiation.body))
+    domain_filter = json.loads(negotiation.body)
+    if not isinstance(domain_filter, dict) or set(domain_filter) - {"include", "exclude"}:
+        raise SmokeFailure(f"GET /: {negotiation.body!r} is not a domain filter")
+    print("GET /:", domain_filter)
 
     before = decode_endpoints(expect(call("GET", f"{api}/records"), 200, "GET /records").body)
     print(f"GET /records: {len(before)} records")

@@ -1,4 +1,8 @@
-"""The composition root: settings in, a provider wired to real adapters out."""
+"""The composition root: settings in, a provider wired to real adapters out.
+
+The only module that reads Settings for the adapters: they take plain arguments, and know nothing of
+how the service is configured.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,31 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 import structlog
-from kubernetes import client
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.kubeclient import (
+    ApiClient,
+    Namespace,
+    coordination_api,
+    core_api,
+    current_namespace,
+)
 from landb_webhook.adapters.kubeclient import secret_values as kube_secret_values
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
-from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, json_body, upstream_error
-from landb_webhook.adapters.lease import LeaseElector
+from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
+from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.adapters.state import ConfigMapStateStore
-from landb_webhook.config import SettingError, Settings
+from landb_webhook.adapters.reflector import WatchOptions
+from landb_webhook.adapters.retry import RetryPolicy
+from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
+from landb_webhook.config import ENV_PREFIX, SettingError, Settings
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore, StateStore, UpstreamError
@@ -81,6 +95,111 @@ def provider_options(settings: Settings) -> ProviderOptions:
     )
 
 
+# -- each adapter from the settings ---------------------------------------------------------------
+
+
+def watch_options(settings: Settings, **overrides: Any) -> WatchOptions:
+    """How the node and ownership caches list and watch; ``overrides`` are fields settings do not cover
+    (a test's clock, watch period)."""
+    configured = WatchOptions(
+        request_timeout=settings.upstream_timeout, max_staleness=settings.node_cache_max_age
+    )
+    return replace(configured, **overrides)
+
+
+def node_source(
+    settings: Settings,
+    api_client: ApiClient,
+    *,
+    wall_clock: Callable[[], float] = time.time,
+    **watch_overrides: Any,
+) -> KubernetesNodeSource:
+    """``wall_clock`` (epoch seconds) must be the one the provider measures grace periods with."""
+    return KubernetesNodeSource(
+        api_client,
+        ingress_selector=settings.ingress_selector,
+        exclude_label=settings.exclude_label,
+        ingress_pod_selector=settings.ingress_pod_selector,
+        ingress_pod_namespace=settings.ingress_pod_namespace,
+        watch=watch_options(settings, **watch_overrides),
+        wall_clock=wall_clock,
+    )
+
+
+def server_store(
+    settings: Settings, *, clouds_yaml: Path | None = None, metrics: Metrics | None = None, **injected: Any
+) -> OpenStackServerStore:
+    """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
+    return OpenStackServerStore(
+        settings.os_cloud,
+        timeout=settings.upstream_timeout,
+        clouds_yaml=clouds_yaml,
+        cloud_conf=settings.os_cloud_conf,
+        metrics=metrics,
+        cacert=settings.os_cacert,
+        retry=RetryPolicy(
+            transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
+        ),
+        budget=settings.request_timeout,
+        **injected,
+    )
+
+
+def ownership_namespace(settings: Settings) -> Namespace:
+    """The namespace of the ownership ConfigMap: the setting, else where kubectl would look."""
+    if settings.ownership_namespace:
+        return Namespace(settings.ownership_namespace, f"{ENV_PREFIX}OWNERSHIP_NAMESPACE")
+    return current_namespace(settings.kubeconfig)
+
+
+def ownership_store(
+    settings: Settings, api_client: ApiClient, **watch_overrides: Any
+) -> ConfigMapOwnershipStore:
+    return ConfigMapOwnershipStore(
+        core_api(api_client),
+        namespace=ownership_namespace(settings).name,
+        name=settings.ownership_configmap,
+        request_timeout=settings.upstream_timeout,
+        watch=watch_options(settings, **watch_overrides),
+    )
+
+
+def state_store(settings: Settings, api_client: ApiClient) -> ConfigMapStateStore:
+    """Beside the ownership ConfigMaps: ``<ownership ConfigMap>-state``."""
+    return ConfigMapStateStore(
+        core_api(api_client),
+        namespace=ownership_namespace(settings).name,
+        name=settings.ownership_configmap + STATE_SUFFIX,
+        request_timeout=settings.upstream_timeout,
+    )
+
+
+def lease_elector(settings: Settings, api_client: ApiClient) -> LeaseElector:
+    return LeaseElector(
+        coordination_api(api_client),
+        namespace=settings.lease_namespace or ownership_namespace(settings).name,
+        name=settings.lease_name,
+        identity=settings.lease_identity or default_identity(),
+        lease_duration=settings.lease_duration,
+        renew_deadline=settings.lease_renew_deadline,
+        retry_period=settings.lease_retry_period,
+        request_timeout=settings.upstream_timeout,
+    )
+
+
+def lease_holder(settings: Settings) -> str:
+    """``<namespace>/<name>: <holder>`` of the writer Lease, read once (``status``)."""
+    api_client = api_client_for(settings.kubeconfig)
+    try:
+        elector = lease_elector(settings, api_client)
+        return f"{elector.namespace}/{elector.name}: {elector.read_holder()}"
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+
+
+# -- the provider and what it is wired to ---------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Ports:
     """The adapters behind the provider's ports, as configured by the settings."""
@@ -110,14 +229,14 @@ def build_ports(
         raise SettingError("kubeconfig", f"no usable Kubernetes configuration ({where}): {error}") from None
     if settings.os_cloud_conf is None and (problem := cloudconf.clouds_yaml_problem(settings.os_cloud)):
         raise SettingError("os_cloud", problem)
-    nodes = KubernetesNodeSource.from_settings(settings, api_client, wall_clock=clock)
-    servers = OpenStackServerStore.from_settings(settings, metrics=metrics)
+    nodes = node_source(settings, api_client, wall_clock=clock)
+    servers = server_store(settings, metrics=metrics)
     register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
     ownership: OwnershipStore
     state: StateStore
     if settings.ownership_store == "configmap":
-        ownership = ConfigMapOwnershipStore.from_settings(settings, api_client)
-        state = ConfigMapStateStore.from_settings(settings, api_client)
+        ownership = ownership_store(settings, api_client)
+        state = state_store(settings, api_client)
     else:
         ownership = InMemoryOwnershipStore()
         state = InMemoryStateStore()
@@ -138,7 +257,7 @@ def build_provider(
         )
     lease = None
     if settings.leader_election:
-        lease = LeaseElector.from_settings(settings, api_client_for(settings.kubeconfig))
+        lease = lease_elector(settings, api_client_for(settings.kubeconfig))
         resources.lease = lease
     provider = LandbProvider(
         ports.nodes,
@@ -186,21 +305,12 @@ def ask_openstack_once(resources: Resources) -> threading.Thread:
 
 
 def _reach_kubernetes(settings: Settings) -> str:
-    """One list of one node, so that a one-shot command stops at once, naming the API server, when it
-    cannot be reached or refuses (rather than after the node watch's retries); returns its URL."""
+    """The API server's URL, once it has answered a list of one node (:func:`list_one_node`)."""
     api_client = api_client_for(settings.kubeconfig)
-    host = str(api_client.configuration.host)
     try:
-        json_body(
-            client.CoreV1Api(api_client).list_node(
-                limit=1, _request_timeout=settings.upstream_timeout, _preload_content=False
-            )
-        )
-    except Exception as error:
-        raise upstream_error(error, f"list nodes at {host}") from None
+        return list_one_node(api_client, timeout=settings.upstream_timeout)
     finally:
         api_client.close()  # type: ignore[no-untyped-call]
-    return host
 
 
 @contextmanager

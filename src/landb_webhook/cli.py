@@ -417,21 +417,14 @@ def _read_status(settings: Settings, ports: Ports, *, departed: bool = False) ->
 
 def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
     """Where the claims are read and written, and (``lease``) who holds the writer Lease now."""
-    from landb_webhook.adapters.kubeclient import api_client_for  # noqa: PLC0415 (same)
-    from landb_webhook.adapters.lease import LeaseElector  # noqa: PLC0415 (imports the kubernetes client)
-    from landb_webhook.adapters.ownership import ownership_namespace  # noqa: PLC0415 (same)
+    from landb_webhook.app import lease_holder, ownership_namespace  # noqa: PLC0415 (imports every adapter)
 
     namespace = ownership_namespace(settings)
     holder = "not read"
     if not settings.leader_election:
         holder = f"off ({ENV_PREFIX}LEADER_ELECTION=false)"
     elif lease:
-        api_client = api_client_for(settings.kubeconfig)
-        try:
-            elector = LeaseElector.from_settings(settings, api_client)
-            holder = f"{elector.namespace}/{elector.name}: {elector.read_holder()}"
-        finally:
-            api_client.close()  # type: ignore[no-untyped-call]
+        holder = lease_holder(settings)
     return ReadFrom(
         ingress_selector=settings.ingress_selector,
         registry=settings.registry,

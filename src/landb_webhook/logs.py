@@ -256,18 +256,6 @@ def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     return logger
 
 
-def reset_logging() -> None:
-    """Undo :func:`configure_logging` and :func:`register_secrets`: structlog's defaults, no handler of
-    ours, no registered secret (tests use it)."""
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
-        root.removeHandler(handler)
-    root.setLevel(logging.WARNING)
-    logging.getLogger(_OWN_LOGGER).setLevel(logging.NOTSET)
-    structlog.reset_defaults()
-    register_secrets(())
-
-
 REPEAT_PERIOD_SECONDS = 3600.0
 """How often one repeated warning (the same dropped name, the same refused Host) is said again."""
 REPEAT_KEYS = 4096

@@ -1,7 +1,7 @@
 """The provider's view of the outside world: small Protocols and the values that cross them.
 
-Adapters (Kubernetes, OpenStack, ConfigMap, simulator-backed fakes) implement these; the provider
-and the domain core never import a client library.
+Adapters (Kubernetes, OpenStack, ConfigMap, in memory) implement these; the provider and the domain
+core never import a client library.
 """
 
 from __future__ import annotations
@@ -94,11 +94,17 @@ class OwnershipStore(Protocol):
     def records(self) -> Sequence[Endpoint]: ...
 
     def apply(self, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]) -> None:
-        """Store ``upserts`` verbatim (keyed by name and setIdentifier) and drop ``deletes``.
+        """Store ``upserts`` verbatim (keyed by :func:`ownership_key`) and drop ``deletes``.
 
         Deleting a missing record succeeds; upserting a missing one creates it.
         """
         ...
+
+
+def ownership_key(record: Endpoint) -> tuple[str, str]:
+    """The identity of an ownership record in every OwnershipStore: (lower-case name, setIdentifier);
+    its type is always TXT."""
+    return (record.dns_name.lower(), record.set_identifier)
 
 
 class StateStore(Protocol):

@@ -19,13 +19,17 @@ import openstack.connection
 import pytest
 from kubernetes import client
 
+from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
+from landb_webhook.app import build_provider
+from landb_webhook.metrics import Metrics
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
 from support.fake_time import FakeTime
 from support.kube_apiserver import KubeApiServer
+from support.provider_cluster import Cluster, settings_for
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
@@ -81,6 +85,40 @@ def lock_server(client_config: Any) -> LockServer:
                 conn.compute.unlock_server(server_id)
 
     return lock
+
+
+@pytest.fixture
+def make_cluster(
+    simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually, lock_server: LockServer
+) -> Iterator[Callable[..., Cluster]]:
+    """``make_cluster(ingress_nodes, workers, clock=, seed=, **settings)``: a seeded simulator and the
+    provider the composition root wires to it, its node cache synced; ``seed(nodes)`` adds to the
+    cluster before the provider starts; ``clock`` (epoch seconds) is the provider's."""
+    made: list[Cluster] = []
+
+    def make(
+        ingress_nodes: int = 3,
+        workers: int = 1,
+        clock: Callable[[], float] = time.time,
+        seed: Callable[[list[str]], None] | None = None,
+        **overrides: Any,
+    ) -> Cluster:
+        nodes = seed_cluster(simulator.state, ingress_nodes=ingress_nodes, workers=workers)
+        if seed is not None:
+            seed(nodes)
+        metrics = Metrics.create(process_metrics=False)
+        settings = settings_for(sim_clients, **overrides)
+        provider, resources = build_provider(settings, metrics, clock=clock)
+        assert resources.nodes.wait_synced(5)
+        cluster = Cluster(
+            simulator, provider, resources, metrics, nodes, eventually, lock_server, settings, clock=clock
+        )
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.resources.close()
 
 
 @pytest.fixture

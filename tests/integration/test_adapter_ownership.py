@@ -230,13 +230,13 @@ def test_storing_claims_is_linear_in_the_records(
     each stored entry is sized a bounded number of times, however many there are and however many
     ConfigMaps they spill into."""
     sized: list[str] = []
-    entry_size = ownership_adapter._entry_size
+    entry_size = ownership_adapter.entry_size
 
     def counted(key: str, value: str) -> int:
         sized.append(key)
         return entry_size(key, value)
 
-    monkeypatch.setattr(ownership_adapter, "_entry_size", counted)
+    monkeypatch.setattr(ownership_adapter, "entry_size", counted)
     store = make_configmap_store(max_bytes=64 * 1024)
     stored = 0
     for batch, count in enumerate((250, 1000, 3000)):

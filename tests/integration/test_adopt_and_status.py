@@ -37,10 +37,10 @@ from landb_webhook.cli import (
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
-from landb_webhook.logs import reset_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider
+from support.logging_state import restored_logging
 
 OWNER = "test-cluster"
 OTHER_OWNER = "other-cluster"
@@ -74,10 +74,8 @@ class World:
     def run(self, command: str, *args: str, flags: list[str] | None = None) -> tuple[int, str, str]:
         """``landb-webhook <command> <args>`` with the simulator's settings: exit code, stdout, stderr."""
         self.capsys.readouterr()
-        try:
+        with restored_logging():
             code = main([command, *(self.flags() if flags is None else flags), *args])
-        finally:
-            reset_logging()
         captured = self.capsys.readouterr()
         return code, captured.out, captured.err
 

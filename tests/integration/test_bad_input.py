@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
-from test_provider_loop import settings_for
 
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import ownership_record
@@ -28,6 +27,7 @@ from landb_webhook.landb.metadata import is_alias_key, read_aliases
 from landb_webhook.logs import REPEAT_KEYS
 from landb_webhook.metrics import Metrics
 from landb_webhook.webhook.wire import EndpointModel
+from support.provider_cluster import settings_for
 from support.serving import Webhook, serving
 
 INGRESS = 3

@@ -10,18 +10,16 @@ import json
 from collections import Counter
 from typing import Any
 
-import test_provider_loop
 from structlog.testing import capture_logs
-from test_provider_loop import OWNER, Cluster, api_writes, settings_for
 
 from landb_simulator import ClientConfig
 from landb_simulator.external_dns import plan
-from landb_webhook.adapters.state import ConfigMapStateStore
+from landb_webhook.adapters.kubernetes import api_client_for
+from landb_webhook.app import state_store
 from landb_webhook.endpoint import Changes
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.status import read_status
-
-make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
+from support.provider_cluster import OWNER, Cluster, api_writes, settings_for
 
 STATE = "landb-webhook-ownership-state"
 
@@ -181,7 +179,8 @@ def test_status_shows_a_departed_server_until_it_is_cleaned(
     cluster, gone_id = settled(make_cluster, "app.cern.ch")
     gone = cluster.nodes[2]
     delete_node(cluster, gone)
-    state = ConfigMapStateStore.from_settings(settings_for(sim_clients))
+    settings = settings_for(sim_clients)
+    state = state_store(settings, api_client_for(settings.kubeconfig))
 
     def departed() -> list[tuple[str, str, tuple[str, ...]]]:
         found = read_status(
@@ -215,7 +214,9 @@ def test_a_same_named_configmap_of_someone_else_is_never_written(make_cluster: A
 def test_an_unreadable_state_is_said_and_replaced_by_the_next_apply(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=3, workers=1)
     assert cluster.settings is not None
-    ConfigMapStateStore.from_settings(cluster.settings).save({"departed-servers": "not json"})
+    state_store(cluster.settings, api_client_for(cluster.settings.kubeconfig)).save(
+        {"departed-servers": "not json"}
+    )
     cluster.want("app.cern.ch")
     with capture_logs() as logs:
         cluster.settle()

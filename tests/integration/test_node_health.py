@@ -7,26 +7,17 @@ Time is the provider's injected clock, moved past the grace period by the test: 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from landb_simulator import ClientConfig, Simulator, seed_cluster
-from landb_simulator.external_dns import plan
-from landb_webhook.app import Resources, build_provider
-from landb_webhook.config import Settings
-from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.landb.metadata import read_aliases
-from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node
-from landb_webhook.provider.core import LandbProvider
+from landb_simulator import Simulator
+from support.provider_cluster import Cluster, metadata_writes
 
-Eventually = Callable[..., Any]
+MakeCluster = Callable[..., Cluster]
 
-OWNER = "health-test"
 GRACE = 300.0
 CONTROLLER = {"app.kubernetes.io/name": "ingress-nginx"}
 NAMESPACE = "ingress-nginx"
@@ -45,107 +36,20 @@ class Clock:
         self.offset += GRACE + 1
 
 
-@dataclass
-class Cluster:
-    sim: Simulator
-    provider: LandbProvider
-    resources: Resources
-    metrics: Metrics
-    nodes: list[str]
-    clock: Clock
-    eventually: Eventually
-    desired: list[Endpoint] = field(default_factory=list)
-
-    def want(self, *labels: str) -> None:
-        self.desired = [
-            Endpoint(
-                f"{label}.cern.ch", "A", ("192.0.2.1",), labels=(("resource", f"ingress/default/{label}"),)
-            )
-            for label in labels
-        ]
-
-    def loop(self) -> Changes:
-        changes = plan(
-            self.provider.records(), self.provider.adjust_endpoints(self.desired), owner=OWNER
-        ).changes
-        if not changes.is_empty:
-            self.provider.apply_changes(changes)
-        return changes
-
-    def settles_in_one_loop(self) -> Changes:
-        """One loop that changes something, then one that changes (and writes) nothing."""
-        changed = self.loop()
-        self.sim.state.reset_api_calls()
-        assert self.loop().is_empty
-        assert metadata_writes(self.sim) == 0
-        return changed
-
-    def server_id(self, node: str) -> str:
-        return next(s.id for s in self.sim.state.servers() if s.name == node)
-
-    def aliases(self, node: str) -> dict[str, int]:
-        found = read_aliases(self.sim.state.metadata(self.server_id(node)))
-        return {t.label: t.index for t in found.load_tokens()}
-
-    def placement(self) -> dict[str, dict[str, int]]:
-        return {node: self.aliases(node) for node in self.nodes}
-
-    def cache_sees(self, node: str, check: Callable[[Node], bool], what: str) -> None:
-        self.eventually(
-            lambda: any(n.name == node and check(n) for n in self.resources.nodes.nodes()), what=what
-        )
-
-    def gauge(self, name: str, **labels: str) -> float | None:
-        return self.metrics.registry.get_sample_value(f"landb_webhook_{name}", labels)
-
-
-def metadata_writes(sim: Simulator) -> int:
-    return sum(
-        1
-        for c in sim.state.api_calls("nova")
-        if c.method in {"POST", "PUT", "DELETE"} and "/metadata" in c.path
-    )
-
-
 @pytest.fixture
-def make_cluster(simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually) -> Iterator[Any]:
-    built: list[Resources] = []
+def make_cluster(make_cluster: MakeCluster) -> MakeCluster:
+    """The shared cluster with a grace period of GRACE, on a clock the test moves past it."""
 
-    def make(
-        ingress_nodes: int = 3,
-        workers: int = 1,
-        seed: Callable[[list[str]], None] | None = None,
-        **overrides: Any,
-    ) -> Cluster:
-        """``seed(nodes)`` adds to the cluster before the provider starts."""
-        nodes = seed_cluster(simulator.state, ingress_nodes=ingress_nodes, workers=workers)
-        if seed is not None:
-            seed(nodes)
-        settings = Settings(
-            os_cloud=sim_clients.cloud_name,
-            kubeconfig=sim_clients.kubeconfig,
-            ownership_store="configmap",
-            ownership_namespace="default",
-            inventory_max_age=0,
-            node_grace_period=GRACE,
-            **overrides,
-        )
-        metrics = Metrics.create(process_metrics=False)
-        clock = Clock()
-        provider, resources = build_provider(settings, metrics, clock=clock)
-        built.append(resources)
-        assert resources.nodes.wait_synced(5)
-        return Cluster(simulator, provider, resources, metrics, nodes, clock, eventually)
+    def make(**options: Any) -> Cluster:
+        return make_cluster(clock=Clock(), node_grace_period=GRACE, **options)
 
-    yield make
-    for resources in built:
-        resources.close()
+    return make
 
 
 def test_a_node_going_not_ready_loses_its_aliases_only_after_the_grace_period(make_cluster: Any) -> None:
     cluster = make_cluster()
     ingress = cluster.nodes[:3]
-    cluster.want("app", "web")
+    cluster.want("app.cern.ch", "web.cern.ch")
     cluster.settles_in_one_loop()
     before = cluster.placement()
     sick = ingress[1]
@@ -169,7 +73,7 @@ def test_a_node_going_not_ready_loses_its_aliases_only_after_the_grace_period(ma
 
 def test_a_node_coming_back_regains_its_aliases_with_the_same_index(make_cluster: Any) -> None:
     cluster = make_cluster()
-    cluster.want("app", "web")
+    cluster.want("app.cern.ch", "web.cern.ch")
     cluster.settles_in_one_loop()
     before = cluster.placement()
     sick = cluster.nodes[1]
@@ -188,7 +92,7 @@ def test_a_node_coming_back_regains_its_aliases_with_the_same_index(make_cluster
 def test_nodes_coming_back_in_another_order_each_regain_their_own_index(make_cluster: Any) -> None:
     """The smallest free N would swap them; the provider remembers the Ns it removed."""
     cluster = make_cluster(ingress_nodes=4, workers=0)
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     before = cluster.placement()
     first_out, second_out = cluster.nodes[3], cluster.nodes[1]
@@ -210,7 +114,7 @@ def test_nodes_coming_back_in_another_order_each_regain_their_own_index(make_clu
 def test_the_last_carriers_are_never_removed_however_long_they_are_unhealthy(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=2)
     first, second = cluster.nodes[:2]
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     before = cluster.placement()
 
@@ -230,7 +134,7 @@ def test_the_last_carriers_are_never_removed_however_long_they_are_unhealthy(mak
     )
 
     # A new name while nothing is healthy still gets carriers: the ingress nodes, as without health.
-    cluster.want("app", "web")
+    cluster.want("app.cern.ch", "web.cern.ch")
     cluster.settles_in_one_loop()
     assert {cluster.aliases(n).keys() == {"app", "web"} for n in (first, second)} == {True}
 
@@ -245,7 +149,7 @@ def test_the_last_carriers_are_never_removed_however_long_they_are_unhealthy(mak
 
 def test_a_node_being_deleted_loses_its_aliases_after_the_grace_period(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=2, workers=0)
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     # A node held by a finalizer while it drains: Ready still, but on its way out.
     leaving = cluster.nodes[0]
@@ -263,7 +167,7 @@ def test_a_node_being_deleted_loses_its_aliases_after_the_grace_period(make_clus
 
 def test_cordoned_nodes_keep_their_aliases_unless_told_otherwise(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=2, workers=0)
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     cordoned = cluster.nodes[0]
     cluster.sim.state.cordon_node(cordoned)
@@ -275,7 +179,7 @@ def test_cordoned_nodes_keep_their_aliases_unless_told_otherwise(make_cluster: A
 
 def test_cordoned_nodes_lose_their_aliases_at_once_when_they_must_not_carry(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=2, workers=0, cordoned_nodes_carry=False)
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     cordoned = cluster.nodes[0]
     cluster.sim.state.cordon_node(cordoned)
@@ -299,7 +203,7 @@ def test_with_the_pod_selector_a_node_whose_controller_is_not_ready_carries_noth
         ingress_pod_namespace=NAMESPACE,
     )
     nodes = cluster.nodes
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.loop()  # controller-1 is within its grace period: node 1 carries for now
     assert cluster.aliases(nodes[1]) == {"app": 1}
 
@@ -322,7 +226,7 @@ def test_a_controller_rollout_within_the_grace_period_moves_nothing(
 
     cluster = make_cluster(seed=controllers, ingress_pod_selector="app.kubernetes.io/name=ingress-nginx")
     nodes = cluster.nodes
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     before = cluster.placement()
 
@@ -352,6 +256,6 @@ def test_nodes_match_when_any_of_several_selectors_does(make_cluster: Any) -> No
     labelled_otherwise = cluster.nodes[2]
     cluster.sim.state.label_node(labelled_otherwise, "node-role.kubernetes.io/ingress", "")
     cluster.cache_sees(labelled_otherwise, lambda n: n.is_ingress, "the role label")
-    cluster.want("app")
+    cluster.want("app.cern.ch")
     cluster.settles_in_one_loop()
     assert [cluster.aliases(n) for n in cluster.nodes] == [{"app": 0}, {"app": 1}, {"app": 2}]

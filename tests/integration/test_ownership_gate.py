@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from test_provider_loop import Cluster, make_cluster  # noqa: F401 (a fixture)
 
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.provider import ApplyError
 from landb_webhook.webhook.wire import decode_changes
+from support.provider_cluster import Cluster
 
 SMUGGLED_CLAIM = {
     "dnsName": "a-legacy.cern.ch",
@@ -28,7 +28,7 @@ SMUGGLED_CLAIM = {
 
 
 @pytest.fixture
-def cluster(make_cluster: Any) -> Cluster:  # noqa: F811 (the fixture of test_provider_loop, shared)
+def cluster(make_cluster: Any) -> Cluster:
     built: Cluster = make_cluster()
     return built
 

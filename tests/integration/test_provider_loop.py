@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import math
 import re
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from landb_simulator import ClientConfig, Simulator, seed_cluster
-from landb_simulator.external_dns import ownership_record, plan
+from landb_simulator import ClientConfig, Simulator
+from landb_simulator.external_dns import ownership_record
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
-from landb_webhook.app import Resources, ask_openstack_once, build_provider
-from landb_webhook.config import Settings
+from landb_webhook.app import ask_openstack_once, build_provider
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
@@ -28,139 +25,9 @@ from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import LandbProvider, ProviderOptions
 from support.kube_requests import is_watch
+from support.provider_cluster import OWNER, Cluster, api_writes, metadata_writes, settings_for
 
-Eventually = Callable[..., Any]
-
-OWNER = "test-cluster"
 FOREIGN_KEYS = ("landb-mainuser", "landb-responsible", "landb-os", "cern-services")
-
-
-@dataclass
-class Cluster:
-    sim: Simulator
-    provider: LandbProvider
-    resources: Resources
-    metrics: Metrics
-    nodes: list[str]
-    eventually: Eventually
-    lock_server: Callable[..., None]
-    desired: list[Endpoint] = field(default_factory=list)
-    settings: Settings | None = None
-    clock: Callable[[], float] = time.time
-
-    def restart(self) -> None:
-        """A new process: nothing in memory; the same settings, clock, Nova and ConfigMaps."""
-        assert self.settings is not None
-        self.resources.close()
-        self.metrics = Metrics.create(process_metrics=False)
-        self.provider, self.resources = build_provider(self.settings, self.metrics, clock=self.clock)
-        assert self.resources.nodes.wait_synced(5)
-
-    def server_id(self, node: str) -> str:
-        return next(s.id for s in self.sim.state.servers() if s.name == node)
-
-    def want(self, *names: str) -> None:
-        """Desired endpoints as sources produce them: any type external-dns manages, any targets."""
-        kinds = ("A", "CNAME", "AAAA")
-        self.desired = [
-            Endpoint(
-                name,
-                kinds[i % 3],
-                targets=(f"192.0.2.{i}",),
-                record_ttl=300,
-                labels=(("resource", f"ingress/default/{name}"),),
-            )
-            for i, name in enumerate(names)
-        ]
-
-    def loop(self, policy: str = "sync") -> Changes:
-        current = self.provider.records()
-        adjusted = self.provider.adjust_endpoints(self.desired)
-        changes = plan(current, adjusted, owner=OWNER, policy=policy).changes
-        if not changes.is_empty:
-            self.provider.apply_changes(changes)
-        return changes
-
-    def settle(self) -> None:
-        """Loop until nothing changes; fail if that takes more than three loops."""
-        for _ in range(3):
-            if self.loop().is_empty:
-                return
-        pytest.fail("the loop did not settle in three rounds")
-
-    def lock(self, node: str, locked: bool = True) -> None:
-        """Lock (or unlock) the node's server as an operator does: Nova's lock action, as the owner."""
-        self.lock_server(self.server_id(node), locked)
-
-    def aliases(self, node: str) -> dict[str, int]:
-        found = read_aliases(self.sim.state.metadata(self.server_id(node)))
-        return {t.label: t.index for t in found.load_tokens()}
-
-    def relabel(self, node: str, is_ingress: bool) -> None:
-        """Change the node's role label and wait until the watch-fed cache has seen it."""
-        self.sim.state.label_node(node, "role", "ingress" if is_ingress else None)
-        self.eventually(
-            lambda: any(n.name == node and n.is_ingress == is_ingress for n in self.resources.nodes.nodes()),
-            what=f"{node} is_ingress={is_ingress} in the node cache",
-        )
-
-
-def settings_for(config: ClientConfig, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "os_cloud": config.cloud_name,
-        "kubeconfig": config.kubeconfig,
-        "ownership_store": "configmap",
-        "ownership_namespace": "default",
-        "inventory_max_age": 0,
-        **overrides,
-    }
-    return Settings(**values)
-
-
-@pytest.fixture
-def make_cluster(
-    simulator: Simulator, sim_clients: ClientConfig, eventually: Eventually, lock_server: Any
-) -> Iterator[Any]:
-    made: list[Cluster] = []
-
-    def make(
-        ingress_nodes: int = 3, workers: int = 1, clock: Callable[[], float] = time.time, **overrides: Any
-    ) -> Cluster:
-        nodes = seed_cluster(simulator.state, ingress_nodes=ingress_nodes, workers=workers)
-        metrics = Metrics.create(process_metrics=False)
-        settings = settings_for(sim_clients, **overrides)
-        provider, resources = build_provider(settings, metrics, clock=clock)
-        assert resources.nodes.wait_synced(5)
-        cluster = Cluster(
-            simulator,
-            provider,
-            resources,
-            metrics,
-            nodes,
-            eventually,
-            lock_server,
-            settings=settings,
-            clock=clock,
-        )
-        made.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in made:
-        cluster.resources.close()
-
-
-def api_writes(sim: Simulator) -> list[Any]:
-    """Metadata changes made through the API (the seeding of the simulator is not one)."""
-    return [change for change in sim.state.metadata_history() if change.method != "direct"]
-
-
-def writes(sim: Simulator) -> int:
-    return sum(
-        1
-        for c in sim.state.api_calls("nova")
-        if c.method in {"POST", "PUT", "DELETE"} and "/metadata" in c.path
-    )
 
 
 def test_second_loop_changes_nothing(make_cluster: Any) -> None:
@@ -177,7 +44,7 @@ def test_second_loop_changes_nothing(make_cluster: Any) -> None:
     cluster.sim.state.reset_api_calls()
     second = cluster.loop()
     assert second.is_empty
-    assert writes(cluster.sim) == 0
+    assert metadata_writes(cluster.sim) == 0
     # Labels are not compared by the planner (and Records has none to give); everything else must match.
     records = {replace(e, labels=()) for e in cluster.provider.records() if e.record_type == "A"}
     adjusted = {replace(e, labels=()) for e in cluster.provider.adjust_endpoints(cluster.desired)}

@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from test_provider_loop import OWNER, Cluster, api_writes, make_cluster  # noqa: F401 (a fixture)
 
 from landb_simulator.external_dns import plan
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.provider import ApplyError
+from support.provider_cluster import OWNER, Cluster, api_writes
 
 REGISTRIES = {"txt": OWNER, "noop": None}
 
 
 @pytest.fixture
-def new_cluster(make_cluster: Any) -> Any:  # noqa: F811 (the fixture of test_provider_loop, shared)
+def new_cluster(make_cluster: Any) -> Any:
     return make_cluster
 
 

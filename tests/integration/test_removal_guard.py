@@ -12,18 +12,15 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-import test_provider_loop
 from structlog.testing import capture_logs
-from test_provider_loop import OWNER, api_writes
 
 from landb_simulator.external_dns import plan
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.core import RemovalGuard
 from landb_webhook.webhook.wire import encode_changes
 from support.fake_time import FakeTime
+from support.provider_cluster import OWNER, api_writes
 from support.serving import serving
-
-make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
 
 NAMES = tuple(f"app{i}.cern.ch" for i in range(10))
 

@@ -20,10 +20,7 @@ import gc
 import tracemalloc
 from typing import Any
 
-import test_provider_loop
-from test_provider_loop import api_writes
-
-make_cluster = test_provider_loop.make_cluster  # the fixture, shared with the provider loop tests
+from support.provider_cluster import api_writes
 
 ALIASES = 20
 WARMUP = 5

@@ -18,7 +18,7 @@ from landb_simulator import ClientConfig
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.app import provider_options
+from landb_webhook.app import node_source, ownership_store, provider_options, server_store
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.core import LandbProvider
@@ -71,15 +71,15 @@ def build_stack(
     settings = simulator_settings(config, **overrides)
     api_client = api_client_for(settings.kubeconfig)
     watch = {"clock": node_clock, "watch_timeout": watch_timeout, "backoff_max": 0.5}
-    nodes = KubernetesNodeSource.from_settings(settings, api_client, **watch)
-    servers = OpenStackServerStore.from_settings(
+    nodes = node_source(settings, api_client, **watch)
+    servers = server_store(
         settings,
         clouds_yaml=config.clouds_yaml,
         clock=fake_time.monotonic,
         sleep=fake_time.sleep,
         chance=random.Random(seed),
     )
-    ownership = ConfigMapOwnershipStore.from_settings(settings, api_client, **watch)
+    ownership = ownership_store(settings, api_client, **watch)
     metrics = Metrics.create(process_metrics=False)
     provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics)
     nodes.start()

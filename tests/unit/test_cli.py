@@ -22,7 +22,7 @@ import landb_webhook
 from landb_simulator.cli import main as simulator_main
 from landb_webhook.cli import api_host_problem, build_parser, load_settings, main
 from landb_webhook.config import Settings, unknown_variables
-from landb_webhook.logs import reset_logging
+from support.logging_state import restored_logging
 
 WAIT = 10.0
 """Upper bound for a subprocess to start or stop; only reached when a test fails."""
@@ -167,10 +167,8 @@ def test_an_invalid_setting_is_one_readable_paragraph_and_exit_2(
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
 
-    try:
+    with restored_logging():
         code = main(argv)
-    finally:
-        reset_logging()
 
     error = capsys.readouterr().err
     assert code == 2
@@ -212,7 +210,7 @@ def test_without_openstack_credentials_start_up_names_the_settings_and_exit_2(
         )
     )
 
-    try:
+    with restored_logging():
         code = main(
             [
                 *argv,
@@ -222,8 +220,6 @@ def test_without_openstack_credentials_start_up_names_the_settings_and_exit_2(
                 "--health-port=0",
             ]
         )
-    finally:
-        reset_logging()
 
     assert code == 2
     assert capsys.readouterr().err == (
@@ -255,10 +251,8 @@ def test_a_port_in_use_is_named_by_its_setting_and_exit_2(capsys: pytest.Capture
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        try:
+        with restored_logging():
             code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", f"--health-port={port}"])
-        finally:
-            reset_logging()
 
     error = capsys.readouterr().err
     assert code == 2
@@ -422,10 +416,8 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
     composition_root.build_provider = build_provider  # type: ignore[attr-defined]
     composition_root.ask_openstack_once = lambda resources: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "landb_webhook.app", composition_root)
-    try:
+    with restored_logging():
         code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", "--health-port=0"])
-    finally:
-        reset_logging()
 
     [line] = capsys.readouterr().err.splitlines()
     assert code == 1

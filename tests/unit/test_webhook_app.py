@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
-from landb_webhook.logs import configure_logging, reset_logging
+from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import Readiness, WebhookProvider
@@ -27,6 +27,7 @@ from landb_webhook.webhook.app import create_api_app
 from landb_webhook.webhook.liveness import CallProgress
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
+from support.logging_state import restored_logging
 from support.memory_provider import InMemoryProvider
 from support.serving import WAIT, Webhook, client, serving
 
@@ -652,15 +653,13 @@ def access_lines(stream: io.StringIO) -> list[dict[str, object]]:
 
 def test_one_access_line_per_webhook_request_at_info(webhook: Webhook) -> None:
     stream = io.StringIO()
-    configure_logging("info", "json", stream=stream)
-    try:
+    with restored_logging():
+        configure_logging("info", "json", stream=stream)
         webhook.api.post("/adjustendpoints", content=b'[{"dnsName":"a.bar.com","recordType":"A"}]')
         webhook.api.post("/records", content=CREATE_BAR)
         webhook.health.get("/healthz")
         webhook.health.get("/readyz")
         webhook.health.get("/metrics")
-    finally:
-        reset_logging()
 
     adjust, apply = access_lines(stream)
     assert adjust["level"] == "info"
@@ -672,12 +671,10 @@ def test_one_access_line_per_webhook_request_at_info(webhook: Webhook) -> None:
 
 def test_probes_and_scrapes_log_at_debug(webhook: Webhook) -> None:
     stream = io.StringIO()
-    configure_logging("debug", "json", stream=stream)
-    try:
+    with restored_logging():
+        configure_logging("debug", "json", stream=stream)
         webhook.health.get("/healthz")
         webhook.health.get("/metrics")
-    finally:
-        reset_logging()
 
     lines = access_lines(stream)
     assert [(line["path"], line["level"]) for line in lines] == [("/healthz", "debug"), ("/metrics", "debug")]

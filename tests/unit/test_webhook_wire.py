@@ -15,7 +15,6 @@ from landb_webhook.webhook.wire import (
     EndpointModel,
     WireFormatError,
     decode_changes,
-    decode_domain_filter,
     decode_endpoints,
     encode_changes,
     encode_domain_filter,
@@ -163,13 +162,6 @@ def test_domain_filter_encoding() -> None:
     assert json.loads(encode_domain_filter(DomainFilter(exclude=("test.cern.ch",)))) == {
         "exclude": ["test.cern.ch"]
     }
-
-
-def test_domain_filter_decoding_ignores_keys_it_does_not_know() -> None:
-    # The published OpenAPI file says "filters"; external-dns ignores it, and so do we.
-    assert decode_domain_filter('{"include":["cern.ch"],"filters":["x"]}') == DomainFilter(
-        include=("cern.ch",)
-    )
 
 
 _text = st.text(max_size=12)

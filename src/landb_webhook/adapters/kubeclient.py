@@ -86,6 +86,20 @@ def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+ApiClient = client.ApiClient
+"""The type the composition root hands from :func:`api_client_for` to the adapters' constructors."""
+
+
+def core_api(api_client: client.ApiClient) -> client.CoreV1Api:
+    """Nodes, pods and ConfigMaps (the node source, the ownership and state stores)."""
+    return client.CoreV1Api(api_client)
+
+
+def coordination_api(api_client: client.ApiClient) -> client.CoordinationV1Api:
+    """Leases (the writer lease)."""
+    return client.CoordinationV1Api(api_client)
+
+
 def secret_values(api_client: client.ApiClient) -> list[str]:
     """The credentials ``api_client`` sends (its bearer token, a basic-auth password), for
     logs.register_secrets."""

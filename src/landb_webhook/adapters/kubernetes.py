@@ -31,7 +31,6 @@ from landb_webhook.adapters.kubeclient import (
 )
 from landb_webhook.adapters.reflector import DEFAULT_WATCH, Reflector, WatchOptions
 from landb_webhook.adapters.selector import AnySelector, LabelSelector
-from landb_webhook.config import Settings
 from landb_webhook.ports import Node
 
 __all__ = [  # the client helpers are also used from here by the other Kubernetes adapters
@@ -196,27 +195,6 @@ class KubernetesNodeSource:
         self._lock = threading.Lock()
         self._snapshot: tuple[tuple[int, int], tuple[Node, ...]] | None = None
 
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        api_client: client.ApiClient | None = None,
-        *,
-        wall_clock: Callable[[], float] = time.time,
-        **watch_overrides: Any,
-    ) -> KubernetesNodeSource:
-        """``wall_clock`` (epoch seconds) must be the one the provider measures grace periods with;
-        ``watch_overrides``: WatchOptions settings do not cover (a test's clock, watch period)."""
-        return cls(
-            api_client or api_client_for(settings.kubeconfig),
-            ingress_selector=settings.ingress_selector,
-            exclude_label=settings.exclude_label,
-            ingress_pod_selector=settings.ingress_pod_selector,
-            ingress_pod_namespace=settings.ingress_pod_namespace,
-            watch=WatchOptions.from_settings(settings, **watch_overrides),
-            wall_clock=wall_clock,
-        )
-
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _caches(self) -> list[Reflector[Any]]:
@@ -279,6 +257,19 @@ class KubernetesNodeSource:
             log.info("ingress controller pod", pod=key, node=after.node, ready=after.ready)
         elif after is None and before is not None:
             log.info("ingress controller pod removed", pod=key, node=before.node)
+
+
+def list_one_node(api_client: client.ApiClient, *, timeout: float) -> str:
+    """One list of one node, so that a one-shot command stops at once, naming the API server, when it
+    cannot be reached or refuses (rather than after the node watch's retries); returns its URL."""
+    host = str(api_client.configuration.host)
+    try:
+        json_body(
+            client.CoreV1Api(api_client).list_node(limit=1, _request_timeout=timeout, _preload_content=False)
+        )
+    except Exception as error:
+        raise upstream_error(error, f"list nodes at {host}") from None
+    return host
 
 
 def _with_controller(node: Node, pods: Iterable[ControllerPod], gone_at: Mapping[str, float]) -> Node:

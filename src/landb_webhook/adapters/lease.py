@@ -35,8 +35,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters.kubernetes import json_body, release_failed_response, upstream_error
-from landb_webhook.adapters.ownership import ownership_namespace
-from landb_webhook.config import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -103,19 +101,6 @@ class LeaseElector:
         self._first_round = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings, api_client: client.ApiClient) -> LeaseElector:
-        return cls(
-            client.CoordinationV1Api(api_client),
-            namespace=settings.lease_namespace or ownership_namespace(settings).name,
-            name=settings.lease_name,
-            identity=settings.lease_identity or default_identity(),
-            lease_duration=settings.lease_duration,
-            renew_deadline=settings.lease_renew_deadline,
-            retry_period=settings.lease_retry_period,
-            request_timeout=settings.upstream_timeout,
-        )
 
     # -- ports.WriterLease -----------------------------------------------------------------------
 

@@ -6,11 +6,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from landb_webhook.endpoint import Endpoint
-
-
-def ownership_key(record: Endpoint) -> tuple[str, str]:
-    """The identity of an ownership record: (lower-case name, setIdentifier); its type is always TXT."""
-    return (record.dns_name.lower(), record.set_identifier)
+from landb_webhook.ports import ownership_key
 
 
 class InMemoryOwnershipStore:

@@ -58,7 +58,6 @@ from landb_webhook.adapters.retry import (
     failure_of_status,
     parse_retry_after,
 )
-from landb_webhook.config import Settings
 from landb_webhook.deadline import reply_deadline
 from landb_webhook.logs import is_secret_key, redact_text
 from landb_webhook.metrics import Metrics
@@ -151,29 +150,6 @@ class OpenStackServerStore:
         """A call has succeeded since start-up: until then the webhook is not known to work."""
         self._conn: openstack.connection.Connection | None = None
         self._max_metadata_items: tuple[int, float] | None = None
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        clouds_yaml: Path | None = None,
-        metrics: Metrics | None = None,
-        **injected: Any,
-    ) -> OpenStackServerStore:
-        """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
-        return cls(
-            settings.os_cloud,
-            timeout=settings.upstream_timeout,
-            clouds_yaml=clouds_yaml,
-            cloud_conf=settings.os_cloud_conf,
-            metrics=metrics,
-            cacert=settings.os_cacert,
-            retry=RetryPolicy(
-                transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
-            ),
-            budget=settings.request_timeout,
-            **injected,
-        )
 
     def secret_values(self) -> list[str]:
         """The configured credentials (password, application credential secret, token), read from the

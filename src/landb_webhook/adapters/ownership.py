@@ -52,19 +52,15 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from landb_webhook.adapters.kubeclient import Namespace, current_namespace
 from landb_webhook.adapters.kubernetes import (
     UPSTREAM,
-    api_client_for,
     json_body,
     release_failed_response,
     upstream_error,
 )
-from landb_webhook.adapters.memory import ownership_key
 from landb_webhook.adapters.reflector import Reflector, WatchOptions
-from landb_webhook.config import ENV_PREFIX, Settings
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.ports import UpstreamError
+from landb_webhook.ports import UpstreamError, ownership_key
 
 log = structlog.get_logger(__name__)
 
@@ -81,13 +77,6 @@ _UNSAFE_KEY_CHARACTERS = re.compile(r"[^-.a-zA-Z0-9]+")
 _HASH_LENGTH = 16
 _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409
-
-
-def ownership_namespace(settings: Settings) -> Namespace:
-    """The namespace of the ownership ConfigMap: the setting, else where kubectl would look."""
-    if settings.ownership_namespace:
-        return Namespace(settings.ownership_namespace, f"{ENV_PREFIX}OWNERSHIP_NAMESPACE")
-    return current_namespace(settings.kubeconfig)
 
 
 # -- the record codec ----------------------------------------------------------------------------
@@ -206,19 +195,6 @@ class ConfigMapOwnershipStore:
         self._decoded: tuple[int, list[Endpoint]] | None = None
         """The records decoded from the cache at its version, so a quiet loop decodes nothing."""
         self._cache_unusable = False
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, api_client: client.ApiClient | None = None, **watch_overrides: Any
-    ) -> ConfigMapOwnershipStore:
-        """``watch_overrides``: WatchOptions settings do not cover (a test's clock, watch period)."""
-        return cls(
-            client.CoreV1Api(api_client or api_client_for(settings.kubeconfig)),
-            namespace=ownership_namespace(settings).name,
-            name=settings.ownership_configmap,
-            request_timeout=settings.upstream_timeout,
-            watch=WatchOptions.from_settings(settings, **watch_overrides),
-        )
 
     def shard_name(self, index: int) -> str:
         return self._name if index == 0 else f"{self._name}-{index}"
@@ -356,7 +332,7 @@ class ConfigMapOwnershipStore:
                 holders[key].append(shard.index)
 
         def take_out(key: str, index: int) -> None:
-            sizes[index] -= _entry_size(key, data[index].pop(key))
+            sizes[index] -= entry_size(key, data[index].pop(key))
 
         upserted = {data_key(record): encode_record(record) for record in upserts}
         for key in {data_key(record) for record in deletes} - upserted.keys():
@@ -369,7 +345,7 @@ class ConfigMapOwnershipStore:
             for index in held_in:
                 take_out(key, index)
             home = held_in[-1] if held_in else None
-            needed = _entry_size(key, value)
+            needed = entry_size(key, value)
             target = self._place(sizes, key, needed, home)
             data.setdefault(target, {})[key] = value
             sizes[target] = sizes.get(target, 0) + needed
@@ -439,12 +415,13 @@ def _without_managed_fields(configmap: Mapping[str, Any]) -> dict[str, Any]:
     return {**configmap, "metadata": metadata}
 
 
-def _entry_size(key: str, value: str) -> int:
+def entry_size(key: str, value: str) -> int:
+    """The bytes one data entry counts towards a ConfigMap's size limit."""
     return len(key.encode("utf-8")) + len(value.encode("utf-8"))
 
 
 def _size(data: Mapping[str, str]) -> int:
-    return sum(_entry_size(key, value) for key, value in data.items())
+    return sum(entry_size(key, value) for key, value in data.items())
 
 
 def labelled_configmap(

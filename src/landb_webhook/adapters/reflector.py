@@ -12,14 +12,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import structlog
 from kubernetes import watch
 
 from landb_webhook.adapters.kubeclient import UPSTREAM, json_body, upstream_error
-from landb_webhook.config import Settings
 from landb_webhook.ports import UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -44,12 +43,6 @@ class WatchOptions:
     max_staleness: float | None = None
     """Seconds since the last list or watch that ended well; None: five watch periods."""
     clock: Callable[[], float] = time.monotonic
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: Any) -> WatchOptions:
-        """The service's options; ``overrides`` are fields settings do not cover (a test's clock)."""
-        configured = cls(request_timeout=settings.upstream_timeout, max_staleness=settings.node_cache_max_age)
-        return replace(configured, **overrides)
 
     @property
     def staleness_bound(self) -> float:

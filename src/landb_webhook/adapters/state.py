@@ -19,7 +19,6 @@ from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters.kubeclient import (
     UPSTREAM,
-    api_client_for,
     json_body,
     release_failed_response,
     upstream_error,
@@ -29,9 +28,7 @@ from landb_webhook.adapters.ownership import (
     MANAGED_BY_VALUE,
     create_or_replace,
     labelled_configmap,
-    ownership_namespace,
 )
-from landb_webhook.config import Settings
 from landb_webhook.ports import UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -55,17 +52,6 @@ class ConfigMapStateStore:
         """The ConfigMap as last read or written: a save replaces it at that resourceVersion."""
         self._known = False
         """Whether ``_last`` was read or written (None then means: it does not exist)."""
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, api_client: client.ApiClient | None = None
-    ) -> ConfigMapStateStore:
-        return cls(
-            client.CoreV1Api(api_client or api_client_for(settings.kubeconfig)),
-            namespace=ownership_namespace(settings).name,
-            name=settings.ownership_configmap + STATE_SUFFIX,
-            request_timeout=settings.upstream_timeout,
-        )
 
     def load(self) -> Mapping[str, str]:
         found = self._read()

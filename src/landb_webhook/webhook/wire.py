@@ -184,14 +184,6 @@ def decode_changes(body: bytes | str) -> Changes:
     return model.to_changes() if model is not None else Changes()
 
 
-def decode_domain_filter(body: bytes | str) -> DomainFilter:
-    try:
-        model = DomainFilterModel.model_validate_json(body)
-    except ValidationError as error:
-        raise _wire_error("domain filter", error) from None
-    return DomainFilter(include=tuple(model.include), exclude=tuple(model.exclude))
-
-
 def encode_endpoints(endpoints: Sequence[Endpoint]) -> bytes:
     return _ENDPOINTS_OUT.dump_json(
         [EndpointModel.from_endpoint(endpoint) for endpoint in endpoints],

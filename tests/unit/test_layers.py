@@ -1,0 +1,105 @@
+"""The layers (docs/architecture.md) are import-linter contracts, ``[tool.importlinter]`` in pyproject.toml,
+which ``make test`` checks on the package as it is. Here each contract is shown to break on the import it
+forbids: the linter runs on a copy of the package with such imports added, one contract at a time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+FORBIDDEN: dict[str, list[tuple[str, str, str]]] = {
+    # contract id -> [(module of the copy, the import appended to it, the link the linter must name)]
+    "pure-core": [
+        ("landb/packing.py", "import socket", "landb_webhook.landb.packing -> socket"),
+        (
+            "landb/names.py",
+            "from landb_webhook import metrics",
+            "landb_webhook.landb.names -> landb_webhook.metrics",
+        ),
+    ],
+    "http-without-adapters": [
+        (
+            "webhook/wire.py",
+            "from landb_webhook.adapters import retry",
+            "landb_webhook.webhook.wire -> landb_webhook.adapters.retry",
+        ),
+    ],
+    "adapters-outermost": [
+        (
+            "adapters/retry.py",
+            "from landb_webhook import config",
+            "landb_webhook.adapters.retry -> landb_webhook.config",
+        ),
+        (
+            "adapters/memory.py",
+            "import landb_webhook.provider",
+            "landb_webhook.adapters.memory -> landb_webhook.provider",
+        ),
+    ],
+    # Not installed beside the product: the linter still sees the import, by name.
+    "no-simulator": [("cli.py", "import landb_simulator", "landb_webhook.cli -> landb_simulator")],
+    "client-libraries-in-adapters": [
+        ("app.py", "from kubernetes import client", "landb_webhook.app -> kubernetes"),
+        ("cli.py", "import openstack", "landb_webhook.cli -> openstack"),
+    ],
+    "adapters-wired-in-one-place": [
+        (
+            "cli.py",
+            "from landb_webhook.adapters import memory",
+            "landb_webhook.cli -> landb_webhook.adapters.memory",
+        ),
+    ],
+}
+
+
+def lint(package_parent: Path, contract: str | None = None) -> subprocess.CompletedProcess[str]:
+    """lint-imports with the project's contracts on the ``landb_webhook`` found in ``package_parent``."""
+    command = [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(PYPROJECT)]
+    if contract is not None:
+        command += ["--contract", contract]
+    return subprocess.run(
+        command,
+        cwd=package_parent,
+        env={"PYTHONPATH": str(package_parent), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the package with every import of FORBIDDEN appended to its module."""
+    parent = tmp_path_factory.mktemp("layers")
+    shutil.copytree(ROOT / "src" / "landb_webhook", parent / "landb_webhook")
+    for imports in FORBIDDEN.values():
+        for module, statement, _ in imports:
+            with (parent / "landb_webhook" / module).open("a", encoding="utf-8") as source:
+                source.write(f"{statement}\n")
+    return parent
+
+
+def test_every_contract_is_shown_to_break() -> None:
+    configured = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    assert sorted(contract["id"] for contract in configured) == sorted(FORBIDDEN)
+
+
+@pytest.mark.parametrize("contract", sorted(FORBIDDEN))
+def test_a_forbidden_import_breaks_its_contract(broken_copy: Path, contract: str) -> None:
+    result = lint(broken_copy, contract)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Contracts: 0 kept, 1 broken." in result.stdout
+    for _, _, link in FORBIDDEN[contract]:
+        assert link in result.stdout, result.stdout
