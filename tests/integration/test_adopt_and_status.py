@@ -36,8 +36,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.logs import reset_logging
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider import ApplyError
-from landb_webhook.provider.core import LandbProvider
+from landb_webhook.provider import ApplyError, LandbProvider
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.simulator.kube_store import NODES
 from support.external_dns import ownership_record, plan

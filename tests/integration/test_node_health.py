@@ -20,7 +20,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node
-from landb_webhook.provider.core import LandbProvider
+from landb_webhook.provider import LandbProvider
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.external_dns import plan
 

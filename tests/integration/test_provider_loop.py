@@ -23,8 +23,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import UpstreamError
-from landb_webhook.provider import ApplyError
-from landb_webhook.provider.core import LandbProvider, ProviderOptions
+from landb_webhook.provider import ApplyError, LandbProvider, ProviderOptions
 from landb_webhook.simulator import ClientConfig, Simulator, seed_cluster
 from support.external_dns import ownership_record, plan
 from support.kube_requests import is_watch

@@ -16,8 +16,7 @@ import test_provider_loop
 from structlog.testing import capture_logs
 from test_provider_loop import OWNER, api_writes
 
-from landb_webhook.provider import ApplyError
-from landb_webhook.provider.core import RemovalGuard
+from landb_webhook.provider import ApplyError, RemovalGuard
 from landb_webhook.webhook.wire import encode_changes
 from support.external_dns import plan
 from support.fake_time import FakeTime
@@ -179,10 +178,9 @@ def test_the_allow_switch_starts_the_window_afresh(make_cluster: Any) -> None:
     cluster.settle()
     cluster.want(*NAMES[:4])
     cluster.settle()
-    guarded = cluster.provider._options.removal_guard
-    cluster.provider._options = replace(
-        cluster.provider._options, removal_guard=replace(guarded, allow=False)
-    )
+    assert cluster.settings is not None
+    cluster.settings = replace(cluster.settings, allow_mass_removal=False)
+    cluster.restart()  # the switch turned off: the window comes from the state store
     cluster.want(*NAMES[:2])  # 2 of 4: under the minimum count, and the 6 before do not count
     cluster.settle()
     assert published(cluster) == set(NAMES[:2])

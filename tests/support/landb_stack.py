@@ -20,7 +20,7 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.app import provider_options
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.core import LandbProvider
+from landb_webhook.provider import LandbProvider
 from landb_webhook.simulator import ClientConfig
 from landb_webhook.webhook.app import create_api_app
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url

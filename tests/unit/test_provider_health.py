@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, Plan, ServerPlan, ServerState
 from landb_webhook.ports import Node
-from landb_webhook.provider.health import DepartedIndices, HealthPolicy, judge
+from landb_webhook.provider.health import HealthPolicy, judge
 
 NOW = 1_800_000_000.0
 POLICY = HealthPolicy(grace_seconds=300)
@@ -45,8 +46,8 @@ def server_plan(server_id: str, added: tuple[LoadToken, ...], removed: tuple[Loa
     return ServerPlan(server, added, removed, MetadataWrite(), MetadataWrite())
 
 
-def test_departed_indices_remember_removals_and_forget_comebacks_and_withdrawn_names() -> None:
-    memory = DepartedIndices()
+def test_lost_indices_remember_removals_and_forget_comebacks_and_withdrawn_names() -> None:
+    memory = LostIndices()
     memory.record(
         Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),)), withdrawn=()
     )
@@ -55,8 +56,8 @@ def test_departed_indices_remember_removals_and_forget_comebacks_and_withdrawn_n
     assert memory.preferred() == {}
 
 
-def test_departed_indices_stay_within_their_limit_dropping_the_oldest() -> None:
-    memory = DepartedIndices(limit=2)
+def test_lost_indices_stay_within_their_limit_dropping_the_oldest() -> None:
+    memory = LostIndices(limit=2)
     for server_id in ("a", "b", "c"):
         memory.record(Plan(servers=(server_plan(server_id, (), (LoadToken("app", 1),)),)), withdrawn=())
     assert memory.preferred() == {"app": {"b": 1, "c": 1}}
