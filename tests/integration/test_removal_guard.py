@@ -8,7 +8,6 @@ loop (tests/support/external_dns.py), and once through the HTTP app for the 503 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -179,7 +178,7 @@ def test_the_allow_switch_starts_the_window_afresh(make_cluster: Any) -> None:
     cluster.want(*NAMES[:4])
     cluster.settle()
     assert cluster.settings is not None
-    cluster.settings = replace(cluster.settings, allow_mass_removal=False)
+    cluster.settings = cluster.settings.model_copy(update={"allow_mass_removal": False})
     cluster.restart()  # the switch turned off: the window comes from the state store
     cluster.want(*NAMES[:2])  # 2 of 4: under the minimum count, and the 6 before do not count
     cluster.settle()

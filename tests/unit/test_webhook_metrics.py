@@ -108,7 +108,8 @@ KIND_ARGUMENT = {"drop": 2, "InvalidName": 1}
 
 def reasons_in_source() -> tuple[set[str], set[str]]:
     """The refusal and drop reasons the code can count: literals passed to the two counters, to
-    ``Context.drop``, to landb's ``InvalidName`` and ``Refusal`` (whose ``capacity`` is counted as ``plan``)."""
+    ``Context.drop``, to landb's ``InvalidName`` and ``Refusal`` (whose ``capacity`` is counted as
+    ``plan``)."""
     refused, dropped = set(), set()
     for path in SOURCE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

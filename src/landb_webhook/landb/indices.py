@@ -32,12 +32,13 @@ The cases, and the N each carrier ends with (``N`` a number, ``*N`` held in a fo
 | a:0,1                             | a            | a:0 (its smallest; the 1 is dropped)   | 3    |
 | a:0, b lost 1 and comes back      | a b          | a:0 b:1 (its last N, still free)       | 4    |
 | a:1, b lost 1 and comes back      | a b          | a:1 b:0 (taken: the smallest free)     | 4    |
-| x:1 (about to lose it)            | a            | a:0 (x's 1 is not reused)              | 4    |
+| x:0 (about to lose it)            | a            | a:1 (x's 0 is not reused)              | 4    |
 
 *Fast path*: when every holder of an alias holds exactly one N, each its own, and none is pinned, rule 2
 keeps every wanted holder where it is, so only the carriers arriving and leaving are worked out
 (``indices_for_alias``): a node joining touches every alias, and working out every carrier of each made
-planning O(aliases x nodes). Both paths give the same answer (tests/property/test_index_rule.py).
+planning O(aliases x nodes). Both paths give the same answer (tests/property/test_plan_reference.py
+plans with the full rule only). tests/property/test_index_rule.py checks the rows above.
 
 The N a carrier loses is remembered (``LostIndices``) so that, coming back, it is given that N again.
 """

@@ -1,4 +1,6 @@
-"""Properties of THE INDEX RULE (landb/indices.py: assign_indices)."""
+"""THE INDEX RULE (landb/indices.py): the cases of its docstring, its properties (sticky, smallest free,
+unaffected by others joining or leaving, duplicates repaired with the fewest writes against a brute
+force), a carrier coming back getting its last N, and the memory of the Ns carriers lost."""
 
 from __future__ import annotations
 
@@ -6,11 +8,42 @@ import itertools
 import random
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from landb_replay import smallest_free
 
-from landb_webhook.landb.indices import assign_indices
+from landb_webhook.landb.indices import LostIndices, assign_indices
+from landb_webhook.landb.names import LoadToken
+from landb_webhook.landb.plan import MetadataWrite, Plan, ServerPlan, ServerState
+
+
+@pytest.mark.parametrize(
+    ("held", "pinned", "wanted", "floor", "preferred", "expected"),
+    [
+        ({"a": [0], "b": [1]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2}),
+        ({"a": [0], "b": [1], "c": [2]}, {}, ["a", "c"], 0, {}, {"a": 0, "c": 2}),
+        ({"a": [0], "c": [2]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2}),
+        ({}, {}, ["a", "b"], 1, {}, {"a": 1, "b": 2}),
+        ({}, {"a": [3]}, ["a", "b"], 0, {}, {"a": 3, "b": 0}),
+        ({"a": [0]}, {"b": [0]}, ["a", "b"], 0, {}, {"a": 1, "b": 0}),
+        ({"a": [0], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 0, "b": 1}),
+        ({"a": [0, 1], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 1, "b": 0}),
+        ({"a": [0, 1]}, {}, ["a"], 0, {}, {"a": 0}),
+        ({"a": [0]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 0, "b": 1}),
+        ({"a": [1]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 1, "b": 0}),
+        ({"x": [0]}, {}, ["a"], 0, {}, {"a": 1}),
+    ],
+)
+def test_the_cases_of_the_rules_docstring(
+    held: dict[str, list[int]],
+    pinned: dict[str, list[int]],
+    wanted: list[str],
+    floor: int,
+    preferred: dict[str, int],
+    expected: dict[str, int],
+) -> None:
+    assert assign_indices(wanted, held, pinned=pinned, floor=floor, preferred=preferred) == expected
 
 
 @dataclass(frozen=True)
@@ -252,3 +285,76 @@ def test_a_carrier_holding_a_pinned_index_keeps_it_and_nobody_else_takes_it(
         assert result[server] == index
     for server, index in result.items():
         assert index not in pinned.values() or pinned.get(server) == index, (server, index, pinned)
+
+
+# -- a carrier coming back gets its last N again if still free --------------------------------
+
+SERVERS = [f"s{i}" for i in range(5)]
+small = st.integers(min_value=0, max_value=6)
+
+
+@st.composite
+def comeback_cases(draw: st.DrawFn) -> tuple[list[str], dict[str, list[int]], dict[str, int], int]:
+    """Wanted carriers, the Ns visible servers hold, the Ns some servers would like back, the floor."""
+    wanted = draw(st.lists(st.sampled_from(SERVERS), unique=True))
+    held = draw(st.dictionaries(st.sampled_from(SERVERS), st.lists(small, max_size=2)))
+    preferred = draw(st.dictionaries(st.sampled_from(SERVERS), small))
+    return wanted, held, preferred, draw(st.integers(min_value=0, max_value=2))
+
+
+@given(comeback_cases())
+def test_a_returning_carrier_gets_its_last_index_when_no_one_holds_it(
+    case: tuple[list[str], dict[str, list[int]], dict[str, int], int],
+) -> None:
+    wanted, held, preferred, floor = case
+    assigned = assign_indices(wanted, held, floor=floor, preferred=preferred)
+    used = {n for indices in held.values() for n in indices}
+    returning = [s for s in wanted if not held.get(s) and s in preferred]
+    for server in returning:
+        free = preferred[server] >= floor and preferred[server] not in used
+        wanted_by_others_first = any(
+            preferred.get(other) == preferred[server] for other in returning[: returning.index(server)]
+        )
+        if free and not wanted_by_others_first:
+            assert assigned[server] == preferred[server]
+
+
+@given(comeback_cases())
+@example((["s0", "s1"], {"s0": [2], "s1": [2]}, {"s1": 1}, 0))  # s1 loses a duplicate: no comeback
+@example((["s0", "s1", "s2"], {"s0": [2], "s1": [2]}, {"s2": 0}, 0))  # s1 renumbered either way
+def test_preferences_never_give_two_carriers_one_index_nor_move_a_held_one(
+    case: tuple[list[str], dict[str, list[int]], dict[str, int], int],
+) -> None:
+    wanted, held, preferred, floor = case
+    assigned = assign_indices(wanted, held, floor=floor, preferred=preferred)
+    without = assign_indices(wanted, held, floor=floor)
+    assert sorted(assigned) == sorted(wanted)
+    assert len(set(assigned.values())) == len(assigned)
+    for server in wanted:
+        if without[server] in held.get(server, ()):
+            assert assigned[server] == without[server], "a carrier keeping its N keeps the same one"
+
+
+# -- the Ns carriers lost, remembered for their comeback --------------------------------------
+
+
+def server_plan(server_id: str, added: tuple[LoadToken, ...], removed: tuple[LoadToken, ...]) -> ServerPlan:
+    server = ServerState(server_id, server_id, server_id, {})
+    return ServerPlan(server, added, removed, MetadataWrite(), MetadataWrite())
+
+
+def test_lost_indices_remember_removals_and_forget_comebacks_and_withdrawn_names() -> None:
+    memory = LostIndices()
+    memory.record(
+        Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),)), withdrawn=()
+    )
+    assert memory.preferred() == {"app": {"a": 2}, "web": {"a": 0}}
+    memory.record(Plan(servers=(server_plan("a", (LoadToken("app", 2),), ()),)), withdrawn={"web"})
+    assert memory.preferred() == {}
+
+
+def test_lost_indices_stay_within_their_limit_dropping_the_oldest() -> None:
+    memory = LostIndices(limit=2)
+    for server_id in ("a", "b", "c"):
+        memory.record(Plan(servers=(server_plan(server_id, (), (LoadToken("app", 1),)),)), withdrawn=())
+    assert memory.preferred() == {"app": {"b": 1, "c": 1}}
