@@ -27,11 +27,11 @@ def apply_write(metadata: Mapping[str, str], write: MetadataWrite) -> dict[str, 
 
 
 def make_steps(plan: Plan) -> list[Step]:
-    return [(p.server.server_id, p.make) for p in plan.servers if p.make]
+    return [(p.server.server_id, p.make_write) for p in plan.servers if p.make_write]
 
 
 def break_steps(plan: Plan) -> list[Step]:
-    return [(p.server.server_id, p.brk) for p in plan.servers if p.brk]
+    return [(p.server.server_id, p.break_write) for p in plan.servers if p.break_write]
 
 
 def replay(servers: Sequence[ServerState], steps: Iterable[Step]) -> Iterator[list[ServerState]]:

@@ -17,16 +17,13 @@ from landb_replay import (
     all_tokens,
     apply_plan,
     apply_write,
-    break_steps,
     by_id,
     editable_texts,
     frozen_holders,
     indices_by_server,
     is_token_of,
-    make_steps,
     non_alias_items,
     plain_holders,
-    replay,
     slot_texts,
     smallest_free,
 )
@@ -58,11 +55,6 @@ def blocked_by_a_plain_alias(plan: Plan) -> set[str]:
 def addition_refusals(plan: Plan) -> set[tuple[str, str]]:
     """Additions refused: for capacity (the whole server's) or for a plain alias (that label's)."""
     return refusals_of(plan, "capacity", "plain_alias")
-
-
-def is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
-    remaining = iter(long)
-    return all(any(item == other for other in remaining) for item in short)
 
 
 # -- convergence and zero churn ------------------------------------------------------------
@@ -136,63 +128,6 @@ def test_each_wanted_server_ends_with_one_spelling_of_one_token_per_label_in_its
             assert len(spellings) <= (1 if server_id in wanted else 0), (label, server_id, spellings)
 
 
-# -- make before break -----------------------------------------------------------------------
-
-
-def assert_make_before_break(scenario: Scenario, data: st.DataObject) -> None:
-    plan = scenario.plan()
-    before = carriers(scenario.servers)
-    kept_alive = [
-        label
-        for label, wanted in scenario.wanted.items()
-        if before.get(label) and wanted & visible_ids(scenario)
-    ]
-    makes = data.draw(st.permutations(make_steps(plan)), label="make order")
-    breaks = data.draw(st.permutations(break_steps(plan)), label="break order")
-    for step, fleet in enumerate(replay(scenario.servers, [*makes, *breaks])):
-        found = carriers(fleet)
-        for label in kept_alive:
-            assert found.get(label), f"{label} has no carrier after write {step + 1}"
-
-
-@given(scenarios(), st.data())
-def test_an_alias_carried_before_and_wanted_after_always_has_a_carrier_in_any_write_order(
-    scenario: Scenario, data: st.DataObject
-) -> None:
-    assert_make_before_break(scenario, data)
-
-
-@given(scenarios(quota="tight"), st.data())
-def test_make_before_break_holds_when_the_quota_refuses_new_carriers(
-    scenario: Scenario, data: st.DataObject
-) -> None:
-    assert_make_before_break(scenario, data)
-
-
-@given(scenarios(quota="any"))
-def test_make_writes_only_add_tokens_and_break_writes_only_remove(scenario: Scenario) -> None:
-    plan = scenario.plan()
-    for server_plan in plan.servers:
-        start = server_plan.server
-        made = apply_write(start.metadata, server_plan.make)
-        broken = apply_write(made, server_plan.brk)
-        assert server_plan.make.deletes == ()
-        slots0, slots1, slots2 = (read_aliases(md).slots for md in (start.metadata, made, broken))
-        for number, tokens in slots0.items():
-            assert slots1[number][: len(tokens)] == tokens, "make appends, never rewrites"
-        assert set(server_plan.brk.upserts) <= set(made)
-        assert set(slots2) <= set(slots1)
-        for number, tokens in slots2.items():
-            assert is_subsequence(tokens, slots1[number]), "break removes, never adds or reorders"
-        tokens0, tokens1, tokens2 = (
-            Counter(read_aliases(md).load_tokens()) for md in (start.metadata, made, broken)
-        )
-        assert tokens1 - tokens0 == Counter(server_plan.added)
-        assert not tokens0 - tokens1
-        assert not tokens2 - tokens1
-        assert set(tokens1 - tokens2) == set(server_plan.removed)
-
-
 # -- nothing foreign is lost -----------------------------------------------------------------
 
 
@@ -201,7 +136,7 @@ def test_writes_touch_only_slot_keys_never_foreign_or_frozen_ones(scenario: Scen
     plan = scenario.plan()
     for server_plan in plan.servers:
         frozen = read_aliases(server_plan.server.metadata).frozen
-        for write in (server_plan.make, server_plan.brk):
+        for write in (server_plan.make_write, server_plan.break_write):
             for key in (*write.upserts, *write.deletes):
                 assert slot_number(key) is not None, key
                 assert key not in frozen, f"{key} holds {frozen.get(key)!r}, which we never edit"
@@ -232,9 +167,9 @@ def test_tokens_of_labels_not_wanted_and_plain_aliases_never_move_or_vanish(scen
 def test_every_write_changes_each_key_it_touches(scenario: Scenario) -> None:
     plan = scenario.plan()
     for server_plan in plan.servers:
-        assert server_plan.make or server_plan.brk
+        assert server_plan.make_write or server_plan.break_write
         state = dict(server_plan.server.metadata)
-        for write in (server_plan.make, server_plan.brk):
+        for write in (server_plan.make_write, server_plan.break_write):
             for key, value in write.upserts.items():
                 assert state.get(key) != value, f"{key} rewritten with its own value"
             state = apply_write(state, write)
@@ -262,7 +197,9 @@ def test_the_plan_does_not_depend_on_the_order_servers_are_listed(
 
     def summary(plan: Plan) -> tuple[object, ...]:
         return (
-            sorted((p.server.server_id, p.make, p.brk, p.added, p.removed) for p in plan.servers),
+            sorted(
+                (p.server.server_id, p.make_write, p.break_write, p.added, p.removed) for p in plan.servers
+            ),
             sorted((r.label, r.server.server_id, r.reason) for r in plan.refusals),
         )
 
@@ -436,7 +373,7 @@ def test_adding_a_server_to_a_label_writes_only_to_that_server(
     for server_plan in plan.servers:
         held = {n for ns in indices_by_server(fleet, label).values() for n in ns}
         assert server_plan.added == (LoadToken(label, smallest_free(held, scenario.floor, 1)[0]),)
-        assert server_plan.brk.upserts == {} and server_plan.brk.deletes == ()
+        assert server_plan.break_write.upserts == {} and server_plan.break_write.deletes == ()
 
 
 @given(scenarios(clean_frozen=True), st.data())
@@ -462,7 +399,7 @@ def test_removing_a_server_from_a_label_writes_only_to_that_server(
     plan = shrunk.plan()
     assert {p.server.server_id for p in plan.servers} <= {leaving}
     for server_plan in plan.servers:
-        assert server_plan.make.upserts == {} and server_plan.make.deletes == ()
+        assert server_plan.make_write.upserts == {} and server_plan.make_write.deletes == ()
         assert {t.label for t in server_plan.removed} == {label}
 
 
@@ -472,8 +409,8 @@ def test_removing_a_server_from_a_label_writes_only_to_that_server(
 @given(scenarios(quota="tight"))
 def test_a_make_write_never_takes_a_server_over_its_quota(scenario: Scenario) -> None:
     for server_plan in scenario.plan().servers:
-        if server_plan.make:
-            assert len(apply_write(server_plan.server.metadata, server_plan.make)) <= scenario.quota
+        if server_plan.make_write:
+            assert len(apply_write(server_plan.server.metadata, server_plan.make_write)) <= scenario.quota
 
 
 @given(scenarios(quota="tight"))
@@ -494,7 +431,7 @@ def test_a_refused_server_is_never_written_an_addition(scenario: Scenario) -> No
     refused_servers = {server_id for _, server_id in refusals_of(plan, "capacity")}
     for server_plan in plan.servers:
         if server_plan.server.server_id in refused_servers:
-            assert not server_plan.make
+            assert not server_plan.make_write
             assert server_plan.added == ()
 
 
@@ -506,7 +443,7 @@ def test_quota_refusals_are_only_for_servers_that_would_exceed_it(scenario: Scen
     unconstrained = {p.server.server_id: p for p in generous.plan().servers}
     for _, server_id in refusals_of(scenario.plan(), "capacity"):
         server_plan = unconstrained[server_id]
-        assert len(apply_write(server_plan.server.metadata, server_plan.make)) > scenario.quota
+        assert len(apply_write(server_plan.server.metadata, server_plan.make_write)) > scenario.quota
 
 
 QUOTA_CHAIN = Scenario(

@@ -146,8 +146,8 @@ def test_parallel_writes_see_the_deadline_of_the_call_that_planned_them() -> Non
             ServerState(f"server-{i}", f"node-{i}", f"node-{i}", {}),
             added=(),
             removed=(),
-            make=MetadataWrite({"landb-alias": "app--load-0-"}),
-            brk=MetadataWrite(),
+            make_write=MetadataWrite({"landb-alias": "app--load-0-"}),
+            break_write=MetadataWrite(),
         )
         for i in range(8)
     ]

@@ -92,8 +92,8 @@ def plan_for(name: str) -> ServerPlan:
         ServerState(f"id-{name}", f"vm-{name}", f"node-{name}", {}),
         added=(LoadToken(f"new-{name}", 0),),
         removed=(LoadToken(f"old-{name}", 0),),
-        make=MetadataWrite({"landb-alias1": f"new-{name}--load-0-"}),
-        brk=MetadataWrite({}, ("landb-alias2",)),
+        make_write=MetadataWrite({"landb-alias1": f"new-{name}--load-0-"}),
+        break_write=MetadataWrite({}, ("landb-alias2",)),
     )
 
 

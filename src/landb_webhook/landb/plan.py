@@ -1,8 +1,11 @@
 """From "these servers must carry these aliases" to per-server metadata writes.
 
-THE APPLY ORDERING lives here as data: every server's change is split into a *make* write (phase 1,
-additions only) and a *break* write (phase 2, removals only). The executor writes every make before
-any break, so an alias that exists before and after never has zero carriers (design invariant 3).
+Every server's change is split into a *make* write (phase 1, additions only) and a *break* write (phase
+2, removals only): the data of THE APPLY ORDERING, whose rule and cases are in provider/apply.py (every
+make write lands before any break write, so an alias that exists before and after never has zero
+carriers: design invariant 3). Which N each carrier gets is the index rule (landb/indices.py), how tokens
+are laid out over the keys the packing rule (landb/packing.py).
+
 Writes touch only slot keys (``landb-alias``, ``landb-alias<k>``); every other key, frozen alias keys
 included, is left as it is (invariant 4). A plain (CNAME) alias is never written, and no ``--load-N-``
 token is added for a name LanDB already holds as a plain alias anywhere we can see: one name cannot be a
@@ -57,10 +60,10 @@ class ServerPlan:
     server: ServerState
     added: tuple[LoadToken, ...]
     removed: tuple[LoadToken, ...]
-    make: MetadataWrite
+    make_write: MetadataWrite
     """Phase 1: additions, written before any removal anywhere."""
-    brk: MetadataWrite
-    """Phase 2: removals, written once every make has landed."""
+    break_write: MetadataWrite
+    """Phase 2: removals, written once every make write has landed."""
 
 
 @dataclass(frozen=True)
@@ -256,11 +259,11 @@ def _server_plan(
     removes: list[tuple[str, LoadToken]],
 ) -> ServerPlan | None:
     shrunk = remove_tokens(additions.slots, (text for text, _ in removes))
-    make, brk = _write(found.slots, additions.slots), _write(additions.slots, shrunk)
-    if not make and not brk:
+    make_write, break_write = _write(found.slots, additions.slots), _write(additions.slots, shrunk)
+    if not make_write and not break_write:
         return None
     removed = tuple(sorted({token for _, token in removes}))
-    return ServerPlan(server, additions.added, removed, make, brk)
+    return ServerPlan(server, additions.added, removed, make_write, break_write)
 
 
 def _write(before: Slots, after: Slots) -> MetadataWrite:

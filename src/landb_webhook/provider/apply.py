@@ -99,7 +99,7 @@ def write_in_order(
     """Steps 6 and 7: every make write, then the break writes whose additions landed."""
     # 6. make writes: every addition, on every server.
     make_failures, abandoned = executor.run_phase(
-        "make", [p for p in plans if p.make], lambda p: p.make, fence
+        "make", [p for p in plans if p.make_write], lambda p: p.make_write, fence
     )
     if abandoned is not None:
         return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned)
@@ -110,7 +110,7 @@ def write_in_order(
     unlanded = {t.label for f in make_failures for t in f.plan.added}
     breaks, held_back = [], []
     for plan in plans:
-        if not plan.brk:
+        if not plan.break_write:
             continue
         if plan.server.server_id in failed or unlanded & {t.label for t in plan.removed}:
             held_back.append(plan)
@@ -122,7 +122,7 @@ def write_in_order(
             )
             continue
         breaks.append(plan)
-    break_failures, abandoned = executor.run_phase("break", breaks, lambda p: p.brk, fence)
+    break_failures, abandoned = executor.run_phase("break", breaks, lambda p: p.break_write, fence)
     return Outcome(
         failures=(*make_failures, *break_failures), held_back=tuple(held_back), abandoned=abandoned
     )
