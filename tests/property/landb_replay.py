@@ -110,3 +110,12 @@ def smallest_free(taken: Iterable[int], floor: int, count: int) -> list[int]:
             found.append(candidate)
         candidate += 1
     return found
+
+
+def refusals_of(plan: Plan, *kinds: str) -> set[tuple[str, str]]:
+    return {(r.label, r.server.server_id) for r in plan.refusals if r.kind in kinds}
+
+
+def blocked_by_a_plain_alias(plan: Plan) -> set[str]:
+    """Labels that needed a carrier added while the name is a plain alias: nothing of them moves."""
+    return {label for label, _ in refusals_of(plan, "plain_alias")}

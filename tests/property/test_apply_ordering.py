@@ -351,17 +351,13 @@ def is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
     return all(any(item == other for other in remaining) for item in short)
 
 
-def visible_ids(scenario: Scenario) -> set[str]:
-    return {s.server_id for s in scenario.servers}
-
-
 def assert_make_before_break(scenario: Scenario, data: st.DataObject) -> None:
     plan = scenario.plan()
     before = carriers(scenario.servers)
     kept_alive = [
         label
         for label, wanted in scenario.wanted.items()
-        if before.get(label) and wanted & visible_ids(scenario)
+        if before.get(label) and wanted & scenario.visible_ids()
     ]
     makes = data.draw(st.permutations(make_steps(plan)), label="make order")
     breaks = data.draw(st.permutations(break_steps(plan)), label="break order")
