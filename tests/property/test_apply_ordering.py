@@ -35,6 +35,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server, UpstreamError
 from landb_webhook.provider.apply import Outcome, write_in_order
 from landb_webhook.provider.executor import PlanExecutor
+from landb_webhook.provider.fence import UNFENCED
 
 HOLD_LIMIT = 10.0
 """Seconds a held request waits for the pool to fill before the test fails (never reached when the
@@ -182,7 +183,7 @@ def phases_of(plans: Sequence[ServerPlan]) -> list[dict[str, MetadataWrite]]:
 def run(plans: Sequence[ServerPlan], store: HoldingStore, concurrency: int) -> tuple[Outcome, Metrics]:
     metrics = Metrics.create(process_metrics=False)
     executor = PlanExecutor(store, concurrency=concurrency, dry_run=False, metrics=metrics)
-    return write_in_order(executor, plans), metrics
+    return write_in_order(executor, plans, UNFENCED), metrics
 
 
 def most_at_once(events: Sequence[Event], requests: set[Request]) -> int:

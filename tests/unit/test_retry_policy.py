@@ -22,6 +22,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server
 from landb_webhook.provider.apply import write_in_order
 from landb_webhook.provider.executor import PlanExecutor
+from landb_webhook.provider.fence import UNFENCED
 from landb_webhook.webhook.app import ProviderCalls
 
 
@@ -152,5 +153,5 @@ def test_parallel_writes_see_the_deadline_of_the_call_that_planned_them() -> Non
         for i in range(8)
     ]
     with answering_by(1234.5):
-        write_in_order(executor, plans)
+        write_in_order(executor, plans, UNFENCED)
     assert store.seen == {f"server-{i}": 1234.5 for i in range(8)}

@@ -93,9 +93,7 @@ class Outcome:
         return labels
 
 
-def write_in_order(
-    executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence = UNFENCED
-) -> Outcome:
+def write_in_order(executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence) -> Outcome:
     """Steps 6 and 7: every make write, then the break writes whose additions landed."""
     # 6. make writes: every addition, on every server.
     make_failures, abandoned = executor.run_phase(
