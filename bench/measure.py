@@ -37,7 +37,7 @@ from bench.worker import Timing
 from landb_simulator import Simulator, SimulatorState, seed_cluster
 from landb_simulator.external_dns import plan
 from landb_simulator.seed import cern_vm_metadata, node_ip, node_name, server_id
-from landb_webhook.endpoint import Endpoint
+from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.webhook import wire
 
 OWNER = "paas-prod"
@@ -259,7 +259,7 @@ def _loop(
     current = wire.decode_endpoints(call("records"))
     adjusted = wire.decode_endpoints(call("adjust", wire.encode_endpoints(_desired(aliases))))
     changes = plan(current, adjusted, owner=OWNER).changes
-    error = None if changes.is_empty else call("apply", wire.encode_changes(changes))
+    error = None if changes == Changes() else call("apply", wire.encode_changes(changes))
     after = _snapshot(state)
     history = state.metadata_history()
     return Cell(

@@ -38,7 +38,7 @@ from landb_webhook.config import ENV_PREFIX, SettingError, Settings
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import OwnershipStore, StateStore, UpstreamError
-from landb_webhook.provider.core import LandbProvider, ProviderOptions, RemovalGuard
+from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.health import HealthPolicy
 
 log = structlog.get_logger(__name__)

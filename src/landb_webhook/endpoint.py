@@ -36,10 +36,6 @@ class Changes:
     update_new: tuple[Endpoint, ...] = ()
     delete: tuple[Endpoint, ...] = ()
 
-    @property
-    def is_empty(self) -> bool:
-        return not (self.create or self.update_old or self.update_new or self.delete)
-
 
 @dataclass(frozen=True)
 class DomainFilter:

@@ -31,7 +31,7 @@ import pytest
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import plan
 from landb_simulator.state import FaultHandle, SimulatorState
-from landb_webhook.endpoint import Endpoint
+from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import is_alias_key
 from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
@@ -114,7 +114,7 @@ def loop(fleet: Fleet, labels: set[str]) -> bool:
     current = provider.records()
     adjusted = provider.adjust_endpoints(desired(labels))
     changes = plan(current, adjusted, owner=OWNER).changes
-    if changes.is_empty:
+    if changes == Changes():
         return True
     provider.apply_changes(changes)
     return False

@@ -8,15 +8,13 @@ loop (landb_simulator.external_dns), and once through the HTTP app for the 503 e
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
 from landb_simulator.external_dns import plan
-from landb_webhook.provider import ApplyError
-from landb_webhook.provider.core import RemovalGuard
+from landb_webhook.provider import ApplyError, RemovalGuard
 from landb_webhook.webhook.wire import encode_changes
 from support.fake_time import FakeTime
 from support.provider_cluster import OWNER, api_writes
@@ -176,10 +174,9 @@ def test_the_allow_switch_starts_the_window_afresh(make_cluster: Any) -> None:
     cluster.settle()
     cluster.want(*NAMES[:4])
     cluster.settle()
-    guarded = cluster.provider._options.removal_guard
-    cluster.provider._options = replace(
-        cluster.provider._options, removal_guard=replace(guarded, allow=False)
-    )
+    assert cluster.settings is not None
+    cluster.settings = cluster.settings.model_copy(update={"allow_mass_removal": False})
+    cluster.restart()  # the switch turned off: the window comes from the state store
     cluster.want(*NAMES[:2])  # 2 of 4: under the minimum count, and the 6 before do not count
     cluster.settle()
     assert published(cluster) == set(NAMES[:2])

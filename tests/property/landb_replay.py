@@ -27,11 +27,11 @@ def apply_write(metadata: Mapping[str, str], write: MetadataWrite) -> dict[str, 
 
 
 def make_steps(plan: Plan) -> list[Step]:
-    return [(p.server.server_id, p.make) for p in plan.servers if p.make]
+    return [(p.server.server_id, p.make_write) for p in plan.servers if p.make_write]
 
 
 def break_steps(plan: Plan) -> list[Step]:
-    return [(p.server.server_id, p.brk) for p in plan.servers if p.brk]
+    return [(p.server.server_id, p.break_write) for p in plan.servers if p.break_write]
 
 
 def replay(servers: Sequence[ServerState], steps: Iterable[Step]) -> Iterator[list[ServerState]]:
@@ -110,3 +110,12 @@ def smallest_free(taken: Iterable[int], floor: int, count: int) -> list[int]:
             found.append(candidate)
         candidate += 1
     return found
+
+
+def refusals_of(plan: Plan, *kinds: str) -> set[tuple[str, str]]:
+    return {(r.label, r.server.server_id) for r in plan.refusals if r.kind in kinds}
+
+
+def blocked_by_a_plain_alias(plan: Plan) -> set[str]:
+    """Labels that needed a carrier added while the name is a plain alias: nothing of them moves."""
+    return {label for label, _ in refusals_of(plan, "plain_alias")}

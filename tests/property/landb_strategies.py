@@ -250,6 +250,9 @@ class Scenario:
             quota=self.quota,
         )
 
+    def visible_ids(self) -> set[str]:
+        return {s.server_id for s in self.servers}
+
 
 @st.composite
 def scenarios(draw: st.DrawFn, *, clean_frozen: bool = False, quota: str = "generous") -> Scenario:

@@ -93,7 +93,7 @@ def test_the_last_ingress_carrier_of_an_alias_is_never_taken_away(placement: Pla
     assert chosen <= placement.ingress
     if placement.ingress:
         assert chosen, "an alias must keep at least one carrier while any ingress node exists"
-    if placement.holding_unhealthy:
+    if placement.ingress and not placement.eligible:  # no ingress node may carry: they stay
         assert current & placement.ingress <= chosen, "with no healthy node, no ingress carrier is removed"
     else:
         assert chosen == placement.eligible

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from landb_webhook.provider.core import RemovalGuard
+from landb_webhook.provider import RemovalGuard
 from landb_webhook.provider.removals import RemovalWindow
 
 HOUR = 3600.0

@@ -21,7 +21,7 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.app import node_source, ownership_store, provider_options, server_store
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.core import LandbProvider
+from landb_webhook.provider import LandbProvider
 from landb_webhook.webhook.app import create_api_app
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from landb_webhook.provider.core import LandbProvider
 
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.external_dns import plan
@@ -21,7 +22,6 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node
-from landb_webhook.provider.core import LandbProvider
 
 Eventually = Callable[..., Any]
 
@@ -70,14 +70,14 @@ class Cluster:
         current = self.provider.records()
         adjusted = self.provider.adjust_endpoints(self.desired)
         changes = plan(current, adjusted, owner=OWNER, policy=policy).changes
-        if not changes.is_empty:
+        if changes != Changes():
             self.provider.apply_changes(changes)
         return changes
 
     def settle(self) -> None:
         """Loop until nothing changes; fail if that takes more than three loops."""
         for _ in range(3):
-            if self.loop().is_empty:
+            if self.loop() == Changes():
                 return
         pytest.fail("the loop did not settle in three rounds")
 
@@ -85,7 +85,7 @@ class Cluster:
         """One loop that changes something, then one that changes (and writes) nothing."""
         changed = self.loop()
         self.sim.state.reset_api_calls()
-        assert self.loop().is_empty
+        assert self.loop() == Changes()
         assert metadata_writes(self.sim) == 0
         return changed
 

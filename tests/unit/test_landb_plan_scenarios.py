@@ -28,7 +28,7 @@ def server(server_id: str, name: str, **metadata: str) -> ServerState:
 
 
 def apply(
-    servers: list[ServerState], plan: Plan, phases: tuple[str, ...] = ("make", "brk")
+    servers: list[ServerState], plan: Plan, phases: tuple[str, ...] = ("make_write", "break_write")
 ) -> list[ServerState]:
     """Every make write, then every break write, with Nova's merge POST and DELETE semantics."""
     state = {s.server_id: dict(s.metadata) for s in servers}
@@ -47,7 +47,12 @@ def writes(
 ) -> dict[str, tuple[Mapping[str, str], tuple[str, ...], Mapping[str, str], tuple[str, ...]]]:
     """server id -> (make upserts, make deletes, break upserts, break deletes)."""
     return {
-        p.server.server_id: (dict(p.make.upserts), p.make.deletes, dict(p.brk.upserts), p.brk.deletes)
+        p.server.server_id: (
+            dict(p.make_write.upserts),
+            p.make_write.deletes,
+            dict(p.break_write.upserts),
+            p.break_write.deletes,
+        )
         for p in plan.servers
     }
 
@@ -101,7 +106,7 @@ def test_hand_set_duplicate_index_is_repaired_make_before_break() -> None:
     assert writes(plan) == {
         "b": ({"landb-alias": "app--load-0-,app--load-1-"}, (), {"landb-alias": "app--load-1-"}, ())
     }
-    assert carriers(apply(fleet, plan, phases=("make",)))["app"] == {"a", "b"}
+    assert carriers(apply(fleet, plan, phases=("make_write",)))["app"] == {"a", "b"}
     assert carriers(apply(fleet, plan))["app"] == {"a", "b"}
 
 

@@ -1,13 +1,11 @@
-"""The carrier rule's verdicts by example, and the memory of the Ns the provider removed."""
+"""The carrier rule's verdicts by example."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from landb_webhook.landb.names import LoadToken
-from landb_webhook.landb.plan import MetadataWrite, Plan, ServerPlan, ServerState
 from landb_webhook.ports import Node
-from landb_webhook.provider.health import DepartedIndices, HealthPolicy, judge
+from landb_webhook.provider.health import HealthPolicy, judge
 
 NOW = 1_800_000_000.0
 POLICY = HealthPolicy(grace_seconds=300)
@@ -38,25 +36,3 @@ def test_no_pod_selector_means_the_controller_is_not_looked_at() -> None:
     assert judge(node(controller_ready=None), POLICY, NOW).healthy
     lost = judge(node(controller_ready=False, controller_changed_at=NOW - 1), POLICY, NOW)
     assert lost.problems == ("no Ready ingress controller pod",) and lost.in_grace
-
-
-def server_plan(server_id: str, added: tuple[LoadToken, ...], removed: tuple[LoadToken, ...]) -> ServerPlan:
-    server = ServerState(server_id, server_id, server_id, {})
-    return ServerPlan(server, added, removed, MetadataWrite(), MetadataWrite())
-
-
-def test_departed_indices_remember_removals_and_forget_comebacks_and_withdrawn_names() -> None:
-    memory = DepartedIndices()
-    memory.record(
-        Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),)), withdrawn=()
-    )
-    assert memory.preferred() == {"app": {"a": 2}, "web": {"a": 0}}
-    memory.record(Plan(servers=(server_plan("a", (LoadToken("app", 2),), ()),)), withdrawn={"web"})
-    assert memory.preferred() == {}
-
-
-def test_departed_indices_stay_within_their_limit_dropping_the_oldest() -> None:
-    memory = DepartedIndices(limit=2)
-    for server_id in ("a", "b", "c"):
-        memory.record(Plan(servers=(server_plan(server_id, (), (LoadToken("app", 1),)),)), withdrawn=())
-    assert memory.preferred() == {"app": {"b": 1, "c": 1}}

@@ -20,7 +20,9 @@ from landb_webhook.deadline import answering_by, reply_deadline
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server
+from landb_webhook.provider.apply import write_in_order
 from landb_webhook.provider.executor import PlanExecutor
+from landb_webhook.provider.fence import UNFENCED
 from landb_webhook.webhook.app import ProviderCalls
 
 
@@ -145,11 +147,11 @@ def test_parallel_writes_see_the_deadline_of_the_call_that_planned_them() -> Non
             ServerState(f"server-{i}", f"node-{i}", f"node-{i}", {}),
             added=(),
             removed=(),
-            make=MetadataWrite({"landb-alias": "app--load-0-"}),
-            brk=MetadataWrite(),
+            make_write=MetadataWrite({"landb-alias": "app--load-0-"}),
+            break_write=MetadataWrite(),
         )
         for i in range(8)
     ]
     with answering_by(1234.5):
-        executor.execute(plans)
+        write_in_order(executor, plans, UNFENCED)
     assert store.seen == {f"server-{i}": 1234.5 for i in range(8)}

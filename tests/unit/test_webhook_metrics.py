@@ -102,13 +102,14 @@ def _constant(node: ast.expr | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-KIND_ARGUMENT = {"_drop": 2, "InvalidName": 1}
+KIND_ARGUMENT = {"drop": 2, "InvalidName": 1}
 """Where the drop reason is among the arguments of the calls that carry one."""
 
 
 def reasons_in_source() -> tuple[set[str], set[str]]:
     """The refusal and drop reasons the code can count: literals passed to the two counters, to
-    ``_drop``, to landb's ``InvalidName`` and ``Refusal`` (whose ``capacity`` is counted as ``plan``)."""
+    ``Context.drop``, to landb's ``InvalidName`` and ``Refusal`` (whose ``capacity`` is counted as
+    ``plan``)."""
     refused, dropped = set(), set()
     for path in SOURCE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

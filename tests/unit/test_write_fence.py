@@ -17,6 +17,7 @@ from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server
+from landb_webhook.provider.apply import write_in_order
 from landb_webhook.provider.executor import PlanExecutor
 from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
 
@@ -91,8 +92,8 @@ def plan_for(name: str) -> ServerPlan:
         ServerState(f"id-{name}", f"vm-{name}", f"node-{name}", {}),
         added=(LoadToken(f"new-{name}", 0),),
         removed=(LoadToken(f"old-{name}", 0),),
-        make=MetadataWrite({"landb-alias1": f"new-{name}--load-0-"}),
-        brk=MetadataWrite({}, ("landb-alias2",)),
+        make_write=MetadataWrite({"landb-alias1": f"new-{name}--load-0-"}),
+        break_write=MetadataWrite({}, ("landb-alias2",)),
     )
 
 
@@ -128,7 +129,7 @@ def test_losing_the_lease_mid_apply_stops_every_later_request(concurrency: int) 
     executor = PlanExecutor(store, concurrency=concurrency, dry_run=False, metrics=Metrics.create())
     plans = [plan_for(name) for name in "abcd"]
 
-    outcome = executor.execute(plans, WriteFence(lease, tenure=1, margin=MARGIN, clock=clock))
+    outcome = write_in_order(executor, plans, WriteFence(lease, tenure=1, margin=MARGIN, clock=clock))
 
     assert outcome.abandoned is not None
     assert "apply abandoned" in str(outcome.abandoned)
@@ -147,7 +148,9 @@ def test_a_request_runs_under_the_earlier_of_its_reply_deadline_and_the_tenure_e
     store = CountingStore(lease, after=0)
     executor = PlanExecutor(store, concurrency=2, dry_run=False, metrics=Metrics.create())
 
-    outcome = executor.execute([plan_for("a")], WriteFence(lease, tenure=1, margin=MARGIN, clock=clock))
+    outcome = write_in_order(
+        executor, [plan_for("a")], WriteFence(lease, tenure=1, margin=MARGIN, clock=clock)
+    )
 
     assert outcome.abandoned is None
     assert store.requests == [("id-a", None), ("id-a", "landb-alias2")]

@@ -7,6 +7,6 @@ tested exhaustively (tests/property) and read in one sitting.
 - ``metadata`` -- reading ``landb-alias*`` keys of one server, including forms we must never edit.
 - ``indices``  -- THE INDEX RULE: which N each carrier of an alias gets.
 - ``packing``  -- THE PACKING RULE: how tokens are laid out over ``landb-alias``, ``landb-alias2``, ...
-- ``plan``     -- from wanted carriers per alias to per-server metadata writes in two phases
-                  (THE APPLY ORDERING: make before break).
+- ``plan``     -- from wanted carriers per alias to per-server metadata writes in two phases,
+                  make and break (THE APPLY ORDERING that sends them is provider/apply.py).
 """

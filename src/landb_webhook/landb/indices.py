@@ -16,11 +16,40 @@ that does not keep an N it already holds, or that holds more than one, is a meta
    a server that is about to lose it, because during make-before-break both exist at once. A carrier
    coming back (a node healthy again) first gets the N it last held, its ``preferred`` one, if that is
    still free.
+
+The cases, and the N each carrier ends with (``N`` a number, ``*N`` held in a form we never edit):
+
+| carriers now                      | wanted       | result                                 | rule |
+|-----------------------------------|--------------|----------------------------------------|------|
+| a:0 b:1                           | a b c        | a:0 b:1 c:2 (only c is written)        | 4    |
+| a:0 b:1 c:2                       | a c          | a:0 c:2 (only b is written)            | 2    |
+| a:0 c:2                           | a b c        | a:0 b:1 c:2 (the gap is filled)        | 4    |
+| none, ``floor`` 1                 | a b          | a:1 b:2                                | 4    |
+| a:*3                              | a b          | a:3 (no token of ours) b:0             | 1    |
+| a:0 b:*0 (a hand edit)            | a b          | b:0 (pinned), a:1                      | 1    |
+| a:0 b:0                           | a b          | a:0 b:1 (first in order keeps it)      | 3    |
+| a:0,1 b:0                         | a b          | b:0 (one N only), a:1 (drops its 0)    | 3    |
+| a:0,1                             | a            | a:0 (its smallest; the 1 is dropped)   | 3    |
+| a:0, b lost 1 and comes back      | a b          | a:0 b:1 (its last N, still free)       | 4    |
+| a:1, b lost 1 and comes back      | a b          | a:1 b:0 (taken: the smallest free)     | 4    |
+| x:0 (about to lose it)            | a            | a:1 (x's 0 is not reused)              | 4    |
+
+*Fast path*: when every holder of an alias holds exactly one N, each its own, and none is pinned, rule 2
+keeps every wanted holder where it is, so only the carriers arriving and leaving are worked out
+(``indices_for_alias``): a node joining touches every alias, and working out every carrier of each made
+planning O(aliases x nodes). Both paths give the same answer (tests/property/test_plan_reference.py
+plans with the full rule only). tests/property/test_index_rule.py checks the rows above.
+
+The N a carrier loses is remembered (``LostIndices``) so that, coming back, it is given that N again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from landb_webhook.landb.plan import Plan
 
 
 def assign_indices(
@@ -83,6 +112,81 @@ def assign_indices(
         assigned[server] = candidate
         claimed.add(candidate)
     return assigned
+
+
+def indices_for_alias(
+    wanted: Collection[str],
+    editable: Mapping[str, Sequence[int]],
+    pinned: Mapping[str, Sequence[int]],
+    position: Mapping[str, int],
+    *,
+    floor: int = 0,
+    preferred: Mapping[str, int] | None = None,
+) -> dict[str, int | None]:
+    """One alias: each server whose tokens of it may change -> the N it carries afterwards (None: none).
+
+    ``wanted``: its carriers to be; ``editable`` and ``pinned``: the Ns each visible server holds in our
+    slots and in forms we never edit; ``position``: each visible server's place in tie-break order (a
+    wanted server not in it is not visible, and gets nothing). A wanted holder that keeps its only N
+    may be left out: nothing about it changes.
+    """
+    ordered = position.__getitem__
+    if pinned or not _one_distinct_index_each(editable):
+        held = {sid: list(indices) for sid, indices in editable.items()}
+        for sid, indices in pinned.items():
+            held.setdefault(sid, []).extend(indices)
+        targets = sorted((sid for sid in wanted if sid in position), key=ordered)
+        assigned = assign_indices(targets, held, pinned=pinned, floor=floor, preferred=preferred)
+        return {sid: assigned.get(sid) for sid in assigned.keys() | held.keys()}
+    # The fast path: every holder holds one N, no two the same, none pinned.
+    arriving = sorted((sid for sid in wanted if sid not in editable and sid in position), key=ordered)
+    taken = (indices[0] for indices in editable.values())
+    assigned = assign_indices(arriving, {}, taken=taken, floor=floor, preferred=preferred) if arriving else {}
+    leaving: dict[str, int | None] = {sid: None for sid in editable if sid not in wanted}
+    return {**assigned, **leaving}
+
+
+def _one_distinct_index_each(editable: Mapping[str, Sequence[int]]) -> bool:
+    """Whether every server in ``editable`` holds exactly one N of the alias, each its own."""
+    if sum(map(len, editable.values())) != len(editable):  # each listed server holds one or more: one each
+        return False
+    return len({indices[0] for indices in editable.values()}) == len(editable)
+
+
+class LostIndices:
+    """The N each server last held for each alias it lost, so that a node coming back gets it again.
+
+    Kept in memory only, and small (one entry per alias a server lost, dropped when it regains the alias
+    or the alias is withdrawn). After a restart a returning node takes the smallest free N like any
+    newcomer, which is its old one whenever it was the only carrier to leave.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._last: dict[tuple[str, str], int] = {}
+        """(alias label, server id) -> N, oldest first."""
+
+    def preferred(self) -> dict[str, dict[str, int]]:
+        """Alias label -> server id -> the N it last held: ``plan_changes``' ``preferred``."""
+        found: dict[str, dict[str, int]] = {}
+        for (label, server_id), index in self._last.items():
+            found.setdefault(label, {})[server_id] = index
+        return found
+
+    def record(self, plan: Plan, withdrawn: Iterable[str]) -> None:
+        """Remember the tokens ``plan`` removes, forget those it adds back and the withdrawn aliases."""
+        for server_plan in plan.servers:
+            server_id = server_plan.server.server_id
+            for token in server_plan.added:
+                self._last.pop((token.label, server_id), None)
+            for token in server_plan.removed:
+                self._last.pop((token.label, server_id), None)
+                self._last[(token.label, server_id)] = token.index
+        gone = set(withdrawn)
+        for key in [key for key in self._last if key[0] in gone]:
+            del self._last[key]
+        while len(self._last) > self._limit:
+            del self._last[next(iter(self._last))]
 
 
 def _keep_most(servers: Sequence[str], candidates: Mapping[str, set[int]]) -> dict[str, int]:

@@ -9,6 +9,26 @@ so that one alias more or less rewrites as few keys as possible:
   slot with the smallest free number -- never a number whose key already holds a value we must not
   edit (a per-interface ``landb-alias`` value, say);
 - tokens that stay are never moved, even if the layout could be tighter.
+
+The cases (``1: a,b`` is ``landb-alias = a,b``, ``2:`` is ``landb-alias2``; ``max_length`` as given):
+
+| slots before             | max | change     | slots after                 | why                    |
+|--------------------------|-----|------------|-----------------------------|------------------------|
+| 1: aa                    | 11  | + cc, bb   | 1: aa,bb,cc                 | all fit the first slot |
+| 1: aa,bb,cc              | 11  | + dd, ee   | 1: aa,bb,cc,dd  2: ee       | dd fits, ee no longer  |
+| 1: aa,bb  2: cc          | 8   | + dd, ee   | 1: aa,bb  2: cc,dd,ee       | the first slot fitting |
+|                          |     |            |                             | them all               |
+| 1: aaaaaaa  2: bbbb      | 9   | + cc, d    | 1: aaaaaaa  2: bbbb,cc,d    | d joins the slot cc    |
+|                          |     |            |                             | rewrote, not slot 1    |
+| 1: aaaaaaa  3: bbbbbbb   | 9   | + cc       | 1, 3 as they were  2: cc    | smallest free number   |
+| (1 holds a per-interface | 11  | + aa       | 2: aa                       | never a frozen key's   |
+| value, never edited)     |     |            |                             | number                 |
+| 1: aa,bb  2: cc          | any | - aa       | 1: bb  2: cc                | the rest stay in place |
+| 1: aa,bb  2: cc          | any | - cc       | 1: aa,bb                    | an empty slot is       |
+|                          |     |            |                             | deleted                |
+| anything                 | 5   | + abcdefgh | ValueTooLong                | can never be written   |
+
+tests/property/test_packing_rule.py checks these rows, and the rule against a straightforward packer.
 """
 
 from __future__ import annotations

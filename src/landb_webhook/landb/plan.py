@@ -1,8 +1,11 @@
 """From "these servers must carry these aliases" to per-server metadata writes.
 
-THE APPLY ORDERING lives here as data: every server's change is split into a *make* write (phase 1,
-additions only) and a *break* write (phase 2, removals only). The executor writes every make before
-any break, so an alias that exists before and after never has zero carriers (design invariant 3).
+Every server's change is split into a *make* write (phase 1, additions only) and a *break* write (phase
+2, removals only): the data of THE APPLY ORDERING, whose rule and cases are in provider/apply.py (every
+make write lands before any break write, so an alias that exists before and after never has zero
+carriers: design invariant 3). Which N each carrier gets is the index rule (landb/indices.py), how tokens
+are laid out over the keys the packing rule (landb/packing.py).
+
 Writes touch only slot keys (``landb-alias``, ``landb-alias<k>``); every other key, frozen alias keys
 included, is left as it is (invariant 4). A plain (CNAME) alias is never written, and no ``--load-N-``
 token is added for a name LanDB already holds as a plain alias anywhere we can see: one name cannot be a
@@ -17,7 +20,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from landb_webhook.landb.indices import assign_indices
+from landb_webhook.landb.indices import indices_for_alias
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
 from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
@@ -57,10 +60,10 @@ class ServerPlan:
     server: ServerState
     added: tuple[LoadToken, ...]
     removed: tuple[LoadToken, ...]
-    make: MetadataWrite
+    make_write: MetadataWrite
     """Phase 1: additions, written before any removal anywhere."""
-    brk: MetadataWrite
-    """Phase 2: removals, written once every make has landed."""
+    break_write: MetadataWrite
+    """Phase 2: removals, written once every make write has landed."""
 
 
 @dataclass(frozen=True)
@@ -144,29 +147,12 @@ def plan_changes(
     for label in sorted(wanted):
         own, pinned = editable.get(label, {}), frozen.get(label, {})
         last = (preferred or {}).get(label)
-        if pinned or not _one_distinct_index_each(own):
-            held = {sid: [index for _, index in tokens] for sid, tokens in own.items()}
-            for sid, indices in pinned.items():
-                held.setdefault(sid, []).extend(indices)
-            targets = sorted((sid for sid in wanted[label] if sid in position), key=position.__getitem__)
-            assigned = assign_indices(targets, held, pinned=pinned, floor=floor, preferred=last)
-            planned = assigned.keys() | held.keys()
-        else:
-            # Every holder holds one N, no two the same, none pinned: the index rule keeps each wanted
-            # holder exactly where it is, so only the carriers arriving and leaving are planned. A node
-            # joining touches every alias, and planning all of their carriers made it O(aliases x nodes).
-            arriving = sorted(
-                (sid for sid in wanted[label] if sid not in own and sid in position), key=position.__getitem__
-            )
-            taken = (tokens[0][1] for tokens in own.values())
-            assigned = (
-                assign_indices(arriving, {}, taken=taken, floor=floor, preferred=last) if arriving else {}
-            )
-            planned = assigned.keys() | {sid for sid in own if sid not in wanted[label]}
-        for sid in sorted(planned, key=position.__getitem__):
+        held = {sid: [index for _, index in tokens] for sid, tokens in own.items()}
+        decided = indices_for_alias(wanted[label], held, pinned, position, floor=floor, preferred=last)
+        for sid in sorted(decided, key=position.__getitem__):
             server = order[position[sid]]
             mine = own.get(sid, [])
-            index = assigned.get(sid)
+            index = decided[sid]
             if index is None:
                 removes[sid].extend((text, LoadToken(label, n)) for text, n in mine)
                 if pinned.get(sid):
@@ -185,13 +171,6 @@ def plan_changes(
             removes[sid].extend((text, LoadToken(label, n)) for text, n in mine if text != keeping)
 
     return _per_server(order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota)
-
-
-def _one_distinct_index_each(own: Mapping[str, list[tuple[str, int]]]) -> bool:
-    """Whether every server in ``own`` holds exactly one token of the label, each with its own N."""
-    if sum(map(len, own.values())) != len(own):  # each listed server holds one or more: one each
-        return False
-    return len({tokens[0][1] for tokens in own.values()}) == len(own)
 
 
 def _per_server(
@@ -280,11 +259,11 @@ def _server_plan(
     removes: list[tuple[str, LoadToken]],
 ) -> ServerPlan | None:
     shrunk = remove_tokens(additions.slots, (text for text, _ in removes))
-    make, brk = _write(found.slots, additions.slots), _write(additions.slots, shrunk)
-    if not make and not brk:
+    make_write, break_write = _write(found.slots, additions.slots), _write(additions.slots, shrunk)
+    if not make_write and not break_write:
         return None
     removed = tuple(sorted({token for _, token in removes}))
-    return ServerPlan(server, additions.added, removed, make, brk)
+    return ServerPlan(server, additions.added, removed, make_write, break_write)
 
 
 def _write(before: Slots, after: Slots) -> MetadataWrite:

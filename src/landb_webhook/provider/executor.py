@@ -1,13 +1,14 @@
-"""Carries out a plan against Nova: every make write before any break write, ``concurrency`` requests at a
-time.
+"""Sends one phase of a plan's writes to Nova, ``concurrency`` requests at a time: the machinery that
+steps 6 and 7 of provider.apply call (which phase runs when, and which removals are held back, is decided
+there).
 
 Each request is fenced (provider.fence): it is sent only while this writer surely still holds the writer
 lease; the first one that is not stops the apply, and nothing more is sent.
 
-The order comes from ``landb.plan`` (make before break; within one server's write, the POST before its
-DELETEs). Within those rules every request is independent, so a phase is scheduled request by request,
-not server by server: a server's DELETEs run side by side once its POST has landed, and the pool is kept
-full with the requests that release the most work first.
+Within one server's write the POST lands before its DELETEs (landb.plan.MetadataWrite). Within that rule
+every request is independent, so a phase is scheduled request by request, not server by server: a
+server's DELETEs run side by side once its POST has landed, and the pool is kept full with the requests
+that release the most work first.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from landb_webhook.deadline import answering_by, contexts_for
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import ServerStore, UpstreamError
-from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
+from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
 
 log = structlog.get_logger(__name__)
 
@@ -34,21 +35,6 @@ class WriteFailure:
     plan: ServerPlan
     phase: str
     reason: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    failures: tuple[WriteFailure, ...]
-    held_back: tuple[ServerPlan, ...]
-    """Break writes not attempted because an addition they depend on did not land."""
-    abandoned: WriterLeaseLost | None = None
-    """Why the rest of the plan was not sent: the writer lease was no longer certain."""
-
-    def failed_labels(self) -> set[str]:
-        """Labels whose change did not fully land: their TXT claims must stay."""
-        labels = {t.label for f in self.failures for t in (*f.plan.added, *f.plan.removed)}
-        labels.update(t.label for p in self.held_back for t in p.removed)
-        return labels
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,35 +73,7 @@ class PlanExecutor:
         self._dry_run = dry_run
         self._metrics = metrics
 
-    def execute(self, plans: Sequence[ServerPlan], fence: WriteFence = UNFENCED) -> Outcome:
-        makes = [p for p in plans if p.make]
-        make_failures, abandoned = self._run_phase("make", makes, lambda p: p.make, fence)
-        if abandoned is not None:
-            return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned)
-        failed = {f.plan.server.server_id for f in make_failures}
-        unlanded = {t.label for f in make_failures for t in f.plan.added}
-
-        breaks, held_back = [], []
-        for plan in plans:
-            if not plan.brk:
-                continue
-            if plan.server.server_id in failed or unlanded & {t.label for t in plan.removed}:
-                held_back.append(plan)
-                log.warning(
-                    "removal held back until the new carriers are written",
-                    node=plan.server.node_name,
-                    server=plan.server.server_name,
-                    aliases_kept=[t.render() for t in plan.removed],
-                )
-                continue
-            breaks.append(plan)
-        break_failures, abandoned = self._run_phase("break", breaks, lambda p: p.brk, fence)
-
-        return Outcome(
-            failures=(*make_failures, *break_failures), held_back=tuple(held_back), abandoned=abandoned
-        )
-
-    def _run_phase(
+    def run_phase(
         self,
         phase: str,
         plans: Sequence[ServerPlan],

@@ -18,7 +18,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from landb_webhook.landb.plan import Plan
 from landb_webhook.ports import Node
 
 DEFAULT_GRACE_SECONDS = 300.0
@@ -90,45 +89,5 @@ class Placement:
     current: Mapping[str, Iterable[str]]
     """Alias label -> server ids carrying it now."""
 
-    @property
-    def holding_unhealthy(self) -> bool:
-        """No ingress node may carry, yet some exist: aliases stay on unhealthy nodes."""
-        return bool(self.ingress) and not self.eligible
-
     def carriers_of(self, label: str) -> frozenset[str]:
         return alias_carriers(self.eligible, self.ingress, self.current.get(label, ()))
-
-
-class DepartedIndices:
-    """The N each server last held for each alias it lost, so that a node coming back gets it again.
-
-    Kept in memory only, and small (one entry per alias a server lost, dropped when it regains the alias
-    or the alias is withdrawn). After a restart a returning node takes the smallest free N like any
-    newcomer, which is its old one whenever it was the only carrier to leave.
-    """
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self._limit = limit
-        self._last: dict[tuple[str, str], int] = {}
-        """(alias label, server id) -> N, oldest first."""
-
-    def preferred(self) -> dict[str, dict[str, int]]:
-        found: dict[str, dict[str, int]] = {}
-        for (label, server_id), index in self._last.items():
-            found.setdefault(label, {})[server_id] = index
-        return found
-
-    def record(self, plan: Plan, withdrawn: Iterable[str]) -> None:
-        """Remember the tokens ``plan`` removes, forget those it adds back and the withdrawn aliases."""
-        for server_plan in plan.servers:
-            server_id = server_plan.server.server_id
-            for token in server_plan.added:
-                self._last.pop((token.label, server_id), None)
-            for token in server_plan.removed:
-                self._last.pop((token.label, server_id), None)
-                self._last[(token.label, server_id)] = token.index
-        gone = set(withdrawn)
-        for key in [key for key in self._last if key[0] in gone]:
-            del self._last[key]
-        while len(self._last) > self._limit:
-            del self._last[next(iter(self._last))]

@@ -1,4 +1,11 @@
-"""THE REMOVAL WINDOW: what the removal guard counts over the applies of the last window, not one.
+"""THE REMOVAL GUARD and its window: an apply that would take too many aliases off the air is refused whole.
+
+A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
+names; LanDB would publish that within 15 minutes. So before anything is written (additions included),
+``guard_removals`` refuses an apply after which at least ``min_count`` owned aliases, and more than
+``max_share`` of those published, would have gone: by this apply alone, or within the window.
+
+The window counts the applies of the last window, not one.
 
 One apply at a time, a mass removal slips through in slices below the minimum count, or after junk
 names have inflated what is published. So besides each apply on its own (its removals against what is
@@ -8,20 +15,46 @@ window (the count now when there is none). Every apply that passed the guard is 
 count and the names it created, even one that removed nothing: names created inside the window neither
 raise the base nor count when withdrawn again, so junk must stand a whole window before it counts, and
 taking back a name just created is judged by the apply's own rule only. Each name counts once.
-Pure arithmetic on a given time (epoch seconds): no clock, no I/O.
+The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard says its
+refusal (one error line, one count) and raises.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+import structlog
+
+from landb_webhook.metrics import Metrics
+from landb_webhook.provider.interface import ApplyRefused
+
+log = structlog.get_logger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 WINDOW_STATE_KEY = "removal-window"
 """Its key in the state store (ports.StateStore)."""
 MAX_REMEMBERED_APPLIES = 10_000
 """Bound on memory (and on the state ConfigMap): a window holds one entry per apply."""
+
+
+@dataclass(frozen=True)
+class RemovalGuard:
+    """How many aliases may go off the air within one window before an apply is refused as a likely mistake:
+    at least ``min_count`` and more than ``max_share`` of those published, unless ``allow`` is set."""
+
+    max_share: float = 0.5
+    min_count: int = 5
+    allow: bool = False
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
+
+    def trips(self, withdrawn: int, published: int) -> bool:
+        return not self.allow and withdrawn >= self.min_count and withdrawn > self.max_share * published
+
+
+class RemovalRefused(ApplyRefused):
+    """The removal guard refused an apply; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +142,69 @@ class RemovalWindow:
         except (TypeError, ValueError) as error:
             raise ValueError(f"not a removal window: {error}") from None
         return cls(seconds, tuple(sorted(applies, key=lambda past: past.at)))
+
+
+def guard_removals(
+    guard: RemovalGuard,
+    window: RemovalWindow,
+    *,
+    withdraw: set[str],
+    publish: set[str],
+    published: Mapping[str, Iterable[str]],
+    now: float,
+    dry_run: bool,
+    metrics: Metrics,
+) -> RemovalWindow:
+    """Refuse (raise RemovalRefused) an apply that withdraws too many aliases, on its own or with the
+    applies before it in ``window``; else return the window with this apply in it. ``published``: alias ->
+    the servers carrying it now; only aliases that lose their last carrier count."""
+    going = sorted(label for label in withdraw if any(published.get(label, ())))
+    if guard.allow:
+        if going:
+            log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
+        return window.cleared()
+    count = window.count(now, len(published), going)
+    if guard.trips(len(going), len(published)):
+        withdrawn, base, earlier, within = len(going), len(published), 0, None
+    elif going and guard.trips(len(count.withdrawn), count.published_at_start):
+        withdrawn, base, earlier = len(count.withdrawn), count.published_at_start, count.earlier
+        within = _duration(guard.window_seconds)
+    else:
+        created = [label for label in publish if not any(published.get(label, ()))]
+        if (going or created) and not dry_run:  # others leave every count as it is
+            return window.after(now, len(published), going, created)
+        return window
+    metrics.refused_changes_total.labels(reason="removal_guard").inc()
+    log.error(
+        "apply refused: it would remove too many aliases at once",
+        withdrawn=withdrawn,
+        withdrawn_now=len(going),
+        withdrawn_earlier=earlier,
+        published=base,
+        window=within,
+        max_share=guard.max_share,
+        min_count=guard.min_count,
+        aliases=going[:20],
+        hint="if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
+    )
+    removal = f"the apply would remove {withdrawn} of {base} aliases published"
+    if within is not None:
+        removal = (
+            f"within {within}, this apply and those before it ({earlier} by earlier applies) "
+            f"would remove {withdrawn} of {base} aliases published at the window's start"
+        )
+    raise RemovalRefused(
+        f"removal guard: {removal} (more than {guard.max_share:.0%}); nothing was written. "
+        "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
+    )
+
+
+def _duration(seconds: float) -> str:
+    """``1h``, ``90m``, ``45s``: how the window is named in the refusal."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def _labels(found: object) -> frozenset[str]:

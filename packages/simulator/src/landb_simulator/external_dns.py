@@ -154,7 +154,7 @@ def loop_over_http(
     changes = plan(
         decode_endpoints(records.content), decode_endpoints(adjusted.content), owner=owner, policy=policy
     ).changes
-    if changes.is_empty:
+    if changes == Changes():
         return loop
     loop.changes = changes
     applied = client.post("/records", content=encode_changes(changes), headers={"Content-Type": MEDIA_TYPE})

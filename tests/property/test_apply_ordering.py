@@ -1,7 +1,14 @@
-"""How the executor schedules a plan's requests: the ordering rules of ``landb.plan`` hold (every make
-request lands before any break request starts; a server's POST before its DELETEs), never more than
-``concurrency`` requests are in flight, the pool stays full (a server's DELETEs run side by side), and a
-failure is reported once per server while every request is counted.
+"""THE APPLY ORDERING (provider/apply.py; the writes it orders are landb/plan.py's).
+
+The plan: a make write only adds tokens and a break write only removes them, and an alias carried before
+and wanted after keeps a carrier after every write, in any order of the make writes followed by any order
+of the break writes (so the executor may run a phase's requests side by side).
+
+The schedule (``write_in_order`` over the executor): every make request lands before any break request
+starts; a server's POST before its DELETEs; never more than ``concurrency`` requests are in flight, the
+pool stays full (a server's DELETEs run side by side), a failed make holds back its server's break and
+every break removing an alias it was adding, and a failure is reported once per server while every
+request is counted.
 
 The store below holds each request until the pool is full or nothing else may start yet, so requests
 overlap whenever the rules let them, and a schedule that leaves the pool idle while a request could
@@ -11,18 +18,24 @@ start never gets past the hold (the test fails at its bounded wait). No time is 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from landb_replay import apply_write, break_steps, make_steps, replay
+from landb_strategies import Scenario, scenarios
 
+from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import LoadToken
-from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
+from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState, carriers
 from landb_webhook.metrics import Metrics
 from landb_webhook.ports import Node, Server, UpstreamError
-from landb_webhook.provider.executor import Outcome, PlanExecutor
+from landb_webhook.provider.apply import Outcome, write_in_order
+from landb_webhook.provider.executor import PlanExecutor
+from landb_webhook.provider.fence import UNFENCED
 
 HOLD_LIMIT = 10.0
 """Seconds a held request waits for the pool to fill before the test fails (never reached when the
@@ -147,7 +160,7 @@ def plan_for(
     name: str, *, post: bool = False, deletes: int = 0, make: bool = False, removed: tuple[str, ...] = ()
 ) -> ServerPlan:
     """A server's plan: a make POST if ``make``; a break of a POST (``post``) and ``deletes`` DELETEs."""
-    brk = MetadataWrite(
+    break_write = MetadataWrite(
         {"landb-alias": f"kept-{name}--load-0-"} if post else {},
         tuple(f"landb-alias{k}" for k in range(2, 2 + deletes)),
     )
@@ -155,22 +168,22 @@ def plan_for(
         server(name),
         added=(LoadToken(f"new-{name}", 0),) if make else (),
         removed=tuple(LoadToken(label, 0) for label in removed),
-        make=MetadataWrite({"landb-alias9": f"new-{name}--load-0-"}) if make else MetadataWrite(),
-        brk=brk,
+        make_write=MetadataWrite({"landb-alias9": f"new-{name}--load-0-"}) if make else MetadataWrite(),
+        break_write=break_write,
     )
 
 
 def phases_of(plans: Sequence[ServerPlan]) -> list[dict[str, MetadataWrite]]:
     return [
-        {p.server.server_id: p.make for p in plans if p.make},
-        {p.server.server_id: p.brk for p in plans if p.brk},
+        {p.server.server_id: p.make_write for p in plans if p.make_write},
+        {p.server.server_id: p.break_write for p in plans if p.break_write},
     ]
 
 
 def run(plans: Sequence[ServerPlan], store: HoldingStore, concurrency: int) -> tuple[Outcome, Metrics]:
     metrics = Metrics.create(process_metrics=False)
     executor = PlanExecutor(store, concurrency=concurrency, dry_run=False, metrics=metrics)
-    return executor.execute(plans), metrics
+    return write_in_order(executor, plans, UNFENCED), metrics
 
 
 def most_at_once(events: Sequence[Event], requests: set[Request]) -> int:
@@ -255,7 +268,10 @@ def test_any_plan_keeps_the_rules_and_the_limit(
     assert outcome.failures == ()
     assert store.max_in_flight <= concurrency
     assert_ordering_rules(store.events)
-    expected = sum(int(p.make.upserts != {}) + int(p.brk.upserts != {}) + len(p.brk.deletes) for p in plans)
+    expected = sum(
+        int(p.make_write.upserts != {}) + int(p.break_write.upserts != {}) + len(p.break_write.deletes)
+        for p in plans
+    )
     assert sum(1 for e in store.events if e.kind == "start") == expected
 
 
@@ -308,3 +324,83 @@ def test_a_failed_post_sends_none_of_its_deletes_and_a_failed_make_holds_back_it
     assert not any(sid == "id-post-fails" and key is not None for sid, key in sent)
     assert not any(sid == "id-make-fails" and key is not None for sid, key in sent)
     assert ("id-fine", "landb-alias2") in sent
+
+
+def test_a_failed_make_holds_back_every_break_removing_an_alias_it_was_adding() -> None:
+    plans = [
+        plan_for("adds", make=True),
+        plan_for("drops", deletes=1, removed=("new-adds",)),  # the old carrier of what "adds" adds
+        plan_for("other", deletes=1, removed=("z",)),
+    ]
+    phases = phases_of(plans)
+    del phases[1]["id-drops"]  # held back: the new carrier was not written
+    store = HoldingStore(2, phases, frozenset({("id-adds", None)}))
+
+    outcome, _ = run(plans, store, 2)
+
+    assert [p.server.server_id for p in outcome.held_back] == ["id-drops"]
+    sent = {e.request for e in store.events if e.kind == "start"}
+    assert ("id-drops", "landb-alias2") not in sent
+    assert ("id-other", "landb-alias2") in sent
+
+
+# -- the plan: make before break -----------------------------------------------------------------------
+
+
+def is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    remaining = iter(long)
+    return all(any(item == other for other in remaining) for item in short)
+
+
+def assert_make_before_break(scenario: Scenario, data: st.DataObject) -> None:
+    plan = scenario.plan()
+    before = carriers(scenario.servers)
+    kept_alive = [
+        label
+        for label, wanted in scenario.wanted.items()
+        if before.get(label) and wanted & scenario.visible_ids()
+    ]
+    makes = data.draw(st.permutations(make_steps(plan)), label="make order")
+    breaks = data.draw(st.permutations(break_steps(plan)), label="break order")
+    for step, fleet in enumerate(replay(scenario.servers, [*makes, *breaks])):
+        found = carriers(fleet)
+        for label in kept_alive:
+            assert found.get(label), f"{label} has no carrier after write {step + 1}"
+
+
+@given(scenarios(), st.data())
+def test_an_alias_carried_before_and_wanted_after_always_has_a_carrier_in_any_write_order(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    assert_make_before_break(scenario, data)
+
+
+@given(scenarios(quota="tight"), st.data())
+def test_make_before_break_holds_when_the_quota_refuses_new_carriers(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    assert_make_before_break(scenario, data)
+
+
+@given(scenarios(quota="any"))
+def test_make_writes_only_add_tokens_and_break_writes_only_remove(scenario: Scenario) -> None:
+    plan = scenario.plan()
+    for server_plan in plan.servers:
+        start = server_plan.server
+        made = apply_write(start.metadata, server_plan.make_write)
+        broken = apply_write(made, server_plan.break_write)
+        assert server_plan.make_write.deletes == ()
+        slots0, slots1, slots2 = (read_aliases(md).slots for md in (start.metadata, made, broken))
+        for number, tokens in slots0.items():
+            assert slots1[number][: len(tokens)] == tokens, "make appends, never rewrites"
+        assert set(server_plan.break_write.upserts) <= set(made)
+        assert set(slots2) <= set(slots1)
+        for number, tokens in slots2.items():
+            assert is_subsequence(tokens, slots1[number]), "break removes, never adds or reorders"
+        tokens0, tokens1, tokens2 = (
+            Counter(read_aliases(md).load_tokens()) for md in (start.metadata, made, broken)
+        )
+        assert tokens1 - tokens0 == Counter(server_plan.added)
+        assert not tokens0 - tokens1
+        assert not tokens2 - tokens1
+        assert set(tokens1 - tokens2) == set(server_plan.removed)

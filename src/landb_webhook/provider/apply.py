@@ -1,0 +1,469 @@
+"""THE APPLY ORDERING: one ApplyChanges, top to bottom, in numbered steps (``Applier.apply_changes``).
+
+1. writer lease: a replica that does not hold it refuses; the one that does gets the fence every write
+   of this apply passes (provider.fence);
+2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
+3. removal guard (provider.removals): too many aliases off the air at once refuses the whole change set;
+4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
+   *break* (removals) writes, with the index and packing rules;
+5. claims stored, before any alias is written;
+6. make writes, on every server;
+7. break writes, once every make write has landed, but for those held back;
+8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
+9. bookkeeping: the departed servers and the removal window stored, one summary line, the answer.
+
+Each case, and what the apply does (design invariants 3 and 4; the tests in
+tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):
+
+| case                                           | what happens                                             |
+|------------------------------------------------|----------------------------------------------------------|
+| another replica holds the writer lease         | refused (NotTheWriter): nothing read or written          |
+| another apply still runs in this process       | ApplyError: nothing read or written                      |
+| an alias without a claim, or a claim beside no | that change refused and said; the rest goes on           |
+| create                                         |                                                          |
+| the removal guard trips                        | RemovalRefused: nothing written, not even the additions; |
+|                                                | the window is left as it was                             |
+| aliases to publish, no ingress node at all     | those additions refused; the removals go on              |
+| an addition the plan cannot write (quota,      | refused; its alias loses no token anywhere, so its old   |
+| value length, a plain alias of that name)      | carriers keep it                                         |
+| storing the claims fails                       | UpstreamError: no metadata written                       |
+| an alias carried before and wanted after       | never without a carrier: every make write lands before   |
+|                                                | any break write starts                                   |
+| a make write fails on a server                 | that server's break write is held back, and so is every  |
+|                                                | break removing an alias it was adding                    |
+| a break write fails                            | its alias keeps its claim; the next loop retries         |
+| the writer lease is lost mid-way               | requests in flight finish, nothing more is sent, no      |
+|                                                | claim is dropped (WriterLeaseLost: 503)                  |
+| a removal landed                               | its claim is dropped after the break writes              |
+| a claim whose alias no server carries and no   | dropped after the break writes (orphaned)                |
+| change wants                                   |                                                          |
+| a withdrawn alias is also held in a form we    | our tokens go, the frozen holder keeps it, and its claim |
+| never edit                                     | goes too                                                 |
+| dry run                                        | nothing written (claims, metadata, state); each write    |
+|                                                | that would have been sent is logged                      |
+
+A crash at any point leaves a claim without its alias (re-created or dropped later), never an alias
+without its claim: claims are written before aliases and dropped after them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from threading import Lock
+
+import structlog
+
+from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.landb.indices import LostIndices
+from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, plan_changes
+from landb_webhook.ports import OwnershipStore, Server, ServerStore, UpstreamError, WriterLease
+from landb_webhook.provider.claims import Claims
+from landb_webhook.provider.context import Context, named
+from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
+from landb_webhook.provider.executor import PlanExecutor, WriteFailure
+from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
+from landb_webhook.provider.health import Placement
+from landb_webhook.provider.interface import ApplyError, ApplyRefused
+from landb_webhook.provider.inventory import Inventory, InventoryReader
+from landb_webhook.provider.ownership import claimed_names
+from landb_webhook.provider.removals import guard_removals
+from landb_webhook.provider.state import KeptState
+
+log = structlog.get_logger(__name__)
+
+
+class NotTheWriter(ApplyRefused):
+    """Another replica holds the writer lease; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    failures: tuple[WriteFailure, ...]
+    held_back: tuple[ServerPlan, ...]
+    """Break writes not attempted because an addition they depend on did not land."""
+    abandoned: WriterLeaseLost | None = None
+    """Why the rest of the plan was not sent: the writer lease was no longer certain."""
+
+    def failed_labels(self) -> set[str]:
+        """Labels whose change did not fully land: their TXT claims must stay."""
+        labels = {t.label for f in self.failures for t in (*f.plan.added, *f.plan.removed)}
+        labels.update(t.label for p in self.held_back for t in p.removed)
+        return labels
+
+
+def write_in_order(executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence) -> Outcome:
+    """Steps 6 and 7: every make write, then the break writes whose additions landed."""
+    # 6. make writes: every addition, on every server.
+    make_failures, abandoned = executor.run_phase(
+        "make", [p for p in plans if p.make_write], lambda p: p.make_write, fence
+    )
+    if abandoned is not None:
+        return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned)
+
+    # 7. break writes, but for a server whose make write failed, and for a removal of an alias whose new
+    # carrier was not written: that alias would be left with no carrier.
+    failed = {f.plan.server.server_id for f in make_failures}
+    unlanded = {t.label for f in make_failures for t in f.plan.added}
+    breaks, held_back = [], []
+    for plan in plans:
+        if not plan.break_write:
+            continue
+        if plan.server.server_id in failed or unlanded & {t.label for t in plan.removed}:
+            held_back.append(plan)
+            log.warning(
+                "removal held back until the new carriers are written",
+                node=plan.server.node_name,
+                server=plan.server.server_name,
+                aliases_kept=[t.render() for t in plan.removed],
+            )
+            continue
+        breaks.append(plan)
+    break_failures, abandoned = executor.run_phase("break", breaks, lambda p: p.break_write, fence)
+    return Outcome(
+        failures=(*make_failures, *break_failures), held_back=tuple(held_back), abandoned=abandoned
+    )
+
+
+class Applier:
+    def __init__(
+        self,
+        context: Context,
+        *,
+        servers: ServerStore,
+        ownership: OwnershipStore,
+        inventory: InventoryReader,
+        claims: Claims,
+        state: KeptState,
+        writer_lease: WriterLease | None,
+    ) -> None:
+        """``writer_lease`` None: this is the only replica, it always writes."""
+        self._context = context
+        self._servers = servers
+        self._ownership = ownership
+        self._inventory = inventory
+        self._claims = claims
+        self._state = state
+        self._writer_lease = writer_lease
+        options = context.options
+        self._executor = PlanExecutor(
+            servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=context.metrics
+        )
+        self._lock = Lock()
+        self._lost_indices = LostIndices()
+
+    def apply_changes(self, changes: Changes) -> None:
+        # 1. writer lease: refuse unless this replica holds it; the fence guards every write below.
+        fence = self._require_writer_lease()
+        if not self._lock.acquire(blocking=False):
+            raise ApplyError("another ApplyChanges is still running")
+        try:
+            self._claims.applying = True
+            self._apply(changes, fence)
+        except WriterLeaseLost:
+            # The claims stay as they are: a claim without its alias is re-created or dropped later.
+            self._context.metrics.refused_changes_total.labels(reason="writer_lease_lost").inc()
+            raise
+        finally:
+            self._claims.applying = False
+            self._lock.release()
+
+    def _apply(self, changes: Changes, fence: WriteFence) -> None:
+        context, options = self._context, self._context.options
+        started = time.monotonic()
+        self._state.load()
+        inventory = self._inventory.fresh()
+        claim_records = self._ownership.records()
+        claims_before = claimed_names(claim_records)
+
+        # 2. ownership gate: what is not ours is refused, and which claims go with the aliases.
+        gated = self._claims.gate(changes, inventory, claim_records)
+        publish, withdraw, refused = gated.publish, gated.withdraw, gated.refused
+        carried_or_wanted = inventory.carriers().keys() | publish
+
+        # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
+        placement = context.placement(inventory)
+        self._state.window = guard_removals(
+            options.removal_guard,
+            self._state.window,
+            withdraw=withdraw,
+            publish=publish,
+            published=placement.current,
+            now=context.clock(),
+            dry_run=options.dry_run,
+            metrics=context.metrics,
+        )
+
+        # 4. plan: which servers must carry each alias, then the make and break writes of each server.
+        if publish and not placement.ingress:
+            # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
+            # to take every name off the air: refuse, loudly, rather than remove every alias.
+            log.error(
+                "no node matches the ingress selector: aliases are left where they are",
+                aliases=sorted(publish),
+                nodes_seen=len(inventory.nodes),
+            )
+            context.metrics.refused_changes_total.labels(reason="no_ingress_nodes").inc()
+            refused += [f"{label}: no ingress node to carry it" for label in sorted(publish)]
+            publish = set()
+        wanted = {label: placement.carriers_of(label) for label in publish} | {
+            label: frozenset() for label in withdraw
+        }
+        owned = self._claims.owned_test(claims_before | claimed_names(gated.store))
+        wanted |= self._departed_moves(inventory, placement, wanted, owned)
+        plan = plan_changes(
+            inventory.server_states(),
+            wanted,
+            floor=options.index_floor,
+            max_length=options.max_value_length,
+            quota=self._servers.max_metadata_items() if wanted else 0,
+            preferred=self._lost_indices.preferred(),
+        )
+        self._lost_indices.record(plan, withdrawn=withdraw)
+        refused.extend(self._log_refusals(plan.refusals))
+
+        # 5. claims stored, before any alias is written (but beside a plain alias, where none will be).
+        beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"}
+        stored = [c for c in gated.store if self._claims.claimed_label(c) not in beside_plain]
+        self._store_claims(upserts=stored, deletes=[], fence=fence)
+
+        # 6. make writes, then 7. break writes (write_in_order).
+        outcome = write_in_order(self._executor, plan.servers, fence)
+        if outcome.abandoned is not None:
+            raise outcome.abandoned
+
+        # 8. claims dropped: the aliases whose removal landed, and the orphaned ones. A frozen holder keeps
+        # the alias whatever we do: once our tokens are gone the name is someone else's, so its claim goes
+        # too (else external-dns would ask to delete it every loop).
+        unfinished = outcome.failed_labels() | {r.label for r in plan.refusals if r.kind != "frozen"}
+        dropped = self._drop_claims(
+            [c for c in gated.drop if self._claims.claimed_label(c) not in unfinished],
+            self._claims.orphaned(claim_records, carried_or_wanted),
+            fence,
+        )
+
+        # 9. bookkeeping: one summary line, the servers to remember and the window stored, the answer.
+        carried_before = inventory.carriers().keys()
+        self._log_summary(
+            plan,
+            len(inventory.server_states()),
+            outcome,
+            len(refused),
+            started,
+            created=(publish - carried_before) - unfinished,
+            removed=(withdraw & carried_before) - unfinished,
+        )
+        owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
+        self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
+        self._finish(outcome, refused)
+
+    # -- 1. the writer lease ----------------------------------------------------------------
+
+    def _require_writer_lease(self) -> WriteFence:
+        """Single writer: a replica that does not hold the lease refuses to apply anything; one that
+        does gets the fence every write of this apply passes (provider.fence)."""
+        if self._writer_lease is None:
+            return UNFENCED
+        tenure = self._writer_lease.tenure()
+        if tenure is not None:
+            return WriteFence(self._writer_lease, tenure, self._context.options.write_fence_margin)
+        holder = self._writer_lease.holder()
+        self._context.metrics.refused_changes_total.labels(reason="not_the_writer").inc()
+        log.warning("apply refused: another replica holds the writer lease", holder=holder)
+        raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
+
+    # -- 4. the plan ------------------------------------------------------------------------
+
+    def _departed_moves(
+        self,
+        inventory: Inventory,
+        placement: Placement,
+        wanted: Mapping[str, frozenset[str]],
+        owned: Callable[[str], bool],
+    ) -> dict[str, frozenset[str]]:
+        """The owned aliases a departed server holds, each to its carriers: the plan makes them there
+        before it breaks them on the departed server. One with no carrier at all stays where it is."""
+        moves: dict[str, frozenset[str]] = {}
+        states = {state.server_id: state for state in inventory.server_states()}
+        for gone, _ in inventory.departed:
+            labels = sorted(owned_slot_labels(states[gone.server_id], owned))
+            moving = {label: placement.carriers_of(label) for label in labels if label not in wanted}
+            moves |= {label: carriers for label, carriers in moving.items() if carriers}
+            if labels:
+                log.warning(
+                    "node left the cluster while its server runs: its aliases go to their carriers, "
+                    "then off the server",
+                    node=gone.node_name,
+                    server_id=gone.server_id,
+                    aliases=labels,
+                )
+        return moves
+
+    def _log_refusals(self, refusals: Sequence[Refusal]) -> list[str]:
+        """Log and count each refusal; return those a later loop may land (the others are said once)."""
+        problems: list[str] = []
+        for refusal in refusals:
+            self._context.metrics.refused_changes_total.labels(
+                reason="plan" if refusal.kind == "capacity" else refusal.kind
+            ).inc()
+            if refusal.kind == "frozen":
+                # No retry changes it, and Records and AdjustEndpoints count the holder as a carrier.
+                self._context.warn_once(
+                    refusal.label,
+                    "alias held in a key or form we never edit: left in place",
+                    node=refusal.server.node_name,
+                )
+                continue
+            log.warning(
+                "change refused",
+                alias=refusal.label,
+                node=refusal.server.node_name,
+                server=refusal.server.server_name,
+                reason=refusal.reason,
+            )
+            problems.append(f"{refusal.label} on {refusal.server.node_name}: {refusal.reason}")
+        return problems
+
+    # -- 5. and 8. the claims ---------------------------------------------------------------
+
+    def _store_claims(
+        self, *, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint], fence: WriteFence
+    ) -> None:
+        if not upserts and not deletes:
+            return
+        names = {
+            "stored": named(e.dns_name for e in upserts),
+            "deleted": named(e.dns_name for e in deletes),
+            "stored_count": len(upserts),
+            "deleted_count": len(deletes),
+        }
+        if self._context.options.dry_run:
+            log.info("dry run: ownership records not stored", **names)
+            return
+        try:
+            fence.check("the ownership records were written")
+        except WriterLeaseLost as lost:
+            log.error("apply abandoned: writer lease no longer certain", reason=str(lost))
+            raise
+        self._ownership.apply(upserts, deletes)
+        log.info("ownership records stored", **names)
+
+    def _drop_claims(
+        self, gone: list[Endpoint], orphaned: list[Endpoint], fence: WriteFence
+    ) -> list[Endpoint]:
+        """After the break writes: the claims of the aliases withdrawn, and those no server carried and
+        no change wanted (a removal that landed although reported failed leaves one behind); returns
+        the claims dropped."""
+        gone_keys = {c.key for c in gone}
+        orphaned = [c for c in orphaned if c.key not in gone_keys]
+        self._store_claims(upserts=[], deletes=[*gone, *orphaned], fence=fence)
+        if orphaned and not self._context.options.dry_run:
+            log.warning(
+                "ownership records dropped: no server carries their alias any more",
+                records=named(c.dns_name for c in orphaned),
+            )
+        return [*gone, *orphaned]
+
+    # -- 9. bookkeeping ---------------------------------------------------------------------
+
+    def _remember_servers(
+        self, inventory: Inventory, plan: Plan, fence: WriteFence, owned: Callable[[str], bool]
+    ) -> None:
+        """After the writes: remember the servers holding owned tokens (``owned``: the names claimed once
+        the apply's claims were stored and dropped), forget the departed ones cleaned or deleted, and
+        store that and the removal window when they changed (provider.departed, provider.state)."""
+        if self._context.options.dry_run:
+            return
+        given = {server_plan.server.server_id for server_plan in plan.servers if server_plan.added}
+        written = {server_plan.server.server_id for server_plan in plan.servers}
+        states = {state.server_id: state for state in inventory.server_states()}
+        carrying = {
+            server.id: Remembered(server.id, node.name, node.internal_ips)
+            for node in inventory.nodes
+            if (server := inventory.servers.get(node.name)) is not None
+            and (server.id in given or holds_owned(states[server.id], owned))
+        }
+        departed_now: dict[str, ServerState | None] = dict.fromkeys(inventory.departed_gone)
+        for gone, _ in inventory.departed:
+            if gone.server_id not in written:
+                departed_now[gone.server_id] = states[gone.server_id]
+                continue
+            try:  # what the writes left on it
+                now = self._servers.server(gone.server_id)
+            except UpstreamError:
+                continue  # not known: remembered as it is
+            departed_now[gone.server_id] = None if now is None else _state_of(gone, now)
+        before = self._state.remembered
+        self._state.remembered = remembered_after(before, carrying, departed_now, owned)
+        for server_id in sorted(before.keys() - self._state.remembered.keys() - carrying.keys()):
+            if server_id in departed_now:
+                done = "deleted from Nova" if departed_now[server_id] is None else "cleaned of our aliases"
+                log.info(
+                    f"departed server {done}: forgotten",
+                    node=before[server_id].node_name,
+                    server_id=server_id,
+                )
+        self._state.save(fence)
+
+    def _log_summary(
+        self,
+        plan: Plan,
+        nodes_seen: int,
+        outcome: Outcome,
+        refused: int,
+        started: float,
+        *,
+        created: set[str],
+        removed: set[str],
+    ) -> None:
+        """One info line per apply for the operator, counting names (an alias on three nodes is one):
+        ``+1 -1 aliases (+3 -3 tokens) on 3 of 5 nodes, 0 failed, 412 ms, created app, removed old``."""
+        dry_run = self._context.options.dry_run
+        tokens_added = sum(len(p.added) for p in plan.servers)
+        tokens_removed = sum(len(p.removed) for p in plan.servers)
+        failed = len({f.plan.server.server_id for f in outcome.failures})
+        duration_ms = round((time.monotonic() - started) * 1000)
+        parts = [
+            f"+{len(created)} -{len(removed)} aliases (+{tokens_added} -{tokens_removed} tokens) "
+            f"on {len(plan.servers)} of {nodes_seen} nodes",
+            f"{failed} failed",
+            f"{duration_ms} ms",
+        ]
+        parts += [
+            f"{count} {what}"
+            for count, what in ((len(outcome.held_back), "held back"), (refused, "refused"))
+            if count
+        ]
+        parts += [
+            f"{what} {named(names)}" for what, names in (("created", created), ("removed", removed)) if names
+        ]
+        if dry_run:
+            parts.append("dry run: nothing written")
+        log.info(
+            "apply finished",
+            summary=", ".join(parts),
+            aliases_added=len(created),
+            aliases_removed=len(removed),
+            tokens_added=tokens_added,
+            tokens_removed=tokens_removed,
+            nodes_written=len(plan.servers),
+            nodes_seen=nodes_seen,
+            nodes_failed=failed,
+            held_back=len(outcome.held_back),
+            refused=refused,
+            duration_ms=duration_ms,
+            dry_run=dry_run,
+        )
+
+    def _finish(self, outcome: Outcome, refused: list[str]) -> None:
+        problems = [f.reason for f in outcome.failures] + refused
+        problems += [f"{p.server.node_name}: removal held back" for p in outcome.held_back]
+        if problems:
+            raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
+        self._context.metrics.last_apply_success_timestamp_seconds.set_to_current_time()
+        self._context.metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+
+
+def _state_of(gone: Remembered, server: Server) -> ServerState:
+    return ServerState(server.id, server.name, gone.node_name, server.metadata)

@@ -1,0 +1,87 @@
+"""LandbProvider: the WebhookProvider the HTTP layer calls. It holds what the calls share and hands each
+call to its module: Records and AdjustEndpoints to provider.records, ApplyChanges to provider.apply."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
+from landb_webhook.metrics import Metrics
+from landb_webhook.ports import (
+    NodeSource,
+    OwnershipStore,
+    ServerStore,
+    StateStore,
+    UpstreamError,
+    WriterLease,
+)
+from landb_webhook.provider.apply import Applier
+from landb_webhook.provider.claims import Claims
+from landb_webhook.provider.context import Context
+from landb_webhook.provider.interface import Readiness
+from landb_webhook.provider.inventory import InventoryReader
+from landb_webhook.provider.options import ProviderOptions
+from landb_webhook.provider.records import RecordsView
+from landb_webhook.provider.state import KeptState
+
+
+class LandbProvider:
+    def __init__(
+        self,
+        nodes: NodeSource,
+        servers: ServerStore,
+        ownership: OwnershipStore,
+        options: ProviderOptions,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.time,
+        writer_lease: WriterLease | None = None,
+        state: StateStore | None = None,
+    ) -> None:
+        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
+        stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
+        ``state`` None: what must survive a restart is kept in memory only."""
+        self._nodes = nodes
+        self._servers = servers
+        self._options = options
+        context = Context(options, metrics, clock)
+        kept = KeptState(state, options.removal_guard.window_seconds)
+        inventory = InventoryReader(
+            nodes, servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for
+        )
+        claims = Claims(context)
+        self._records = RecordsView(context, inventory, ownership, claims)
+        self._applier = Applier(
+            context,
+            servers=servers,
+            ownership=ownership,
+            inventory=inventory,
+            claims=claims,
+            state=kept,
+            writer_lease=writer_lease,
+        )
+
+    def domain_filter(self) -> DomainFilter:
+        return DomainFilter(include=self._options.domain_filter)
+
+    def readiness(self) -> Readiness:
+        try:
+            nodes = self._nodes.nodes()
+        except UpstreamError as error:
+            return Readiness(False, str(error))
+        except Exception as error:  # not ready, whatever the reason
+            return Readiness(False, f"node inventory unusable: {type(error).__name__}")
+        problem = self._servers.unavailable()
+        if problem is not None:
+            return Readiness(False, f"OpenStack: {problem}")
+        return Readiness(True, f"node cache synced ({len(nodes)} nodes), no recent OpenStack failure")
+
+    def records(self) -> list[Endpoint]:
+        return self._records.records()
+
+    def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
+        return self._records.adjust_endpoints(endpoints)
+
+    def apply_changes(self, changes: Changes) -> None:
+        self._applier.apply_changes(changes)

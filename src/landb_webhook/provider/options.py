@@ -1,0 +1,25 @@
+"""What the provider is told at start-up: the zone, the registry, the limits, the policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from landb_webhook.provider.health import HealthPolicy
+from landb_webhook.provider.removals import RemovalGuard
+
+
+@dataclass(frozen=True)
+class ProviderOptions:
+    dns_domain: str = "cern.ch"
+    domain_filter: tuple[str, ...] = ("cern.ch",)
+    registry: str = "txt"
+    index_floor: int = 0
+    max_value_length: int = 254
+    write_concurrency: int = 4
+    inventory_max_age: float = 30.0
+    dry_run: bool = False
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    adopt_existing: bool = False
+    removal_guard: RemovalGuard = field(default_factory=RemovalGuard)
+    write_fence_margin: float = 5.0
+    """Seconds the writer lease must surely last for a write to be sent: the upstream timeout."""

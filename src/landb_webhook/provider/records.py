@@ -1,0 +1,201 @@
+"""Records and AdjustEndpoints: what is published, and what will be once the desired endpoints are applied.
+
+What AdjustEndpoints promises: each desired endpoint it keeps comes back exactly as Records will report it
+once applied (one A record per alias, the addresses of its carriers under the carrier rule, plus whoever
+holds it in a form we never edit), so a loop after an apply finds nothing to change (zero churn at rest).
+It drops, with one warning each, what can never be an alias, a name held as a plain (CNAME) alias by
+someone else, and under registry noop a name held only in forms we never edit; TXT claims pass through.
+
+Records never writes: claims left without their alias are left out (provider.claims), and the next apply
+drops them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from landb_webhook.endpoint import Endpoint
+from landb_webhook.ports import OwnershipStore
+from landb_webhook.provider.claims import Claims
+from landb_webhook.provider.context import Context, node_names, nodes_holding
+from landb_webhook.provider.health import Verdict
+from landb_webhook.provider.inventory import Inventory, InventoryReader
+from landb_webhook.provider.ownership import claimed_names, is_ownership_record
+
+log = structlog.get_logger(__name__)
+
+
+class RecordsView:
+    def __init__(
+        self, context: Context, inventory: InventoryReader, ownership: OwnershipStore, claims: Claims
+    ) -> None:
+        self._context = context
+        self._inventory = inventory
+        self._ownership = ownership
+        self._claims = claims
+        self._verdicts: dict[str, Verdict] = {}
+        """The verdicts the last Records saw, so a change of health is logged once."""
+
+    # -- Records ----------------------------------------------------------------------------
+
+    def records(self) -> list[Endpoint]:
+        context, metrics = self._context, self._context.metrics
+        inventory = self._inventory.fresh()
+        for node in inventory.unresolved_nodes():
+            context.warn_once(node, "no Nova server found for this node; its aliases are not seen")
+        found = inventory.carriers()
+        self._report_health(inventory)
+        claims = self._claims.without_orphaned(self._ownership.records(), found)
+        hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(
+            inventory
+        )
+        aliases = [
+            Endpoint(context.dns_name(label), "A", inventory.ips_of(ids))
+            for label, ids in sorted(found.items())
+            if label not in hidden
+        ]
+        unowned = self._claims.unclaimed(found.keys(), claimed_names(claims))
+        self._report_unowned(inventory, unowned - hidden)
+        self._report_frozen_outside_ingress(inventory)
+        metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
+        self._report_aliases(inventory, claims, unowned=len(unowned))
+        metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+        return [*aliases, *self._plain_alias_records(inventory), *claims]
+
+    def _plain_alias_records(self, inventory: Inventory) -> list[Endpoint]:
+        """Plain (CNAME) aliases, reported so that external-dns sees their names as taken.
+
+        As CNAME records to the hosts LanDB points them at, with no owner: the txt registry then never
+        updates or deletes them, and creates nothing beside them (it creates only where every record of
+        a name is its own). The noop registry has no owners, so with ``sync`` it would ask to delete them
+        every loop: they are not reported then, and AdjustEndpoints keeps their names out of the plan.
+        """
+        context = self._context
+        found = inventory.plain_aliases(context.options.dns_domain)
+        for label, hosts in sorted(found.items()):
+            context.warn_once(
+                label, "plain (CNAME) alias set by someone else: never written", hosts=sorted(hosts)
+            )
+        if context.options.registry != "txt":
+            return []
+        return [
+            Endpoint(context.dns_name(label), "CNAME", tuple(sorted(hosts)))
+            for label, hosts in sorted(found.items())
+        ]
+
+    def _report_frozen_outside_ingress(self, inventory: Inventory) -> None:
+        """An alias in a key or form we never edit on a node that must not carry it stays published there:
+        nothing we write changes that, so it is said once, and AdjustEndpoints counts it as a carrier."""
+        ingress = inventory.ingress_server_ids()
+        names = node_names(inventory)
+        for label, ids in sorted(inventory.frozen_carriers().items()):
+            if outside := sorted(names[i] for i in ids - ingress):
+                self._context.warn_once(
+                    label,
+                    "alias held in a key or form we never edit on a non-ingress node: it stays published "
+                    "there until removed by hand",
+                    nodes=outside,
+                )
+
+    def _report_aliases(self, inventory: Inventory, claims: Sequence[Endpoint], *, unowned: int) -> None:
+        """The alias gauges of one Records: owned and unowned, and what ``status`` would flag."""
+        metrics = self._context.metrics
+        metrics.aliases_published.labels(ownership="owned").set(len(inventory.carriers()) - unowned)
+        metrics.aliases_published.labels(ownership="unowned").set(unowned)
+        metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
+        flagged = sum(1 for name in self._claims.analysis(inventory, claims).names if name.problems)
+        metrics.names_needing_attention.set(flagged)
+
+    def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:
+        names = node_names(inventory) if unowned else {}
+        for label in sorted(unowned):
+            self._context.warn_once(
+                label,
+                "alias held by someone else (no ownership record): left untouched",
+                nodes=nodes_holding(inventory, label, names),
+                hint="if external-dns should manage it, run " + self._claims.adopt_command(label),
+            )
+
+    def _report_health(self, inventory: Inventory) -> None:
+        """Once per loop (Records opens it): metrics, and a log line whenever a node's verdict changes."""
+        context, metrics = self._context, self._context.metrics
+        verdicts = inventory.verdicts(context.options.health, context.clock())
+        out = [v for v in verdicts if not v.carries]
+        kept = out if len(out) == len(verdicts) else []
+        metrics.ingress_nodes_unhealthy.labels(state="grace").set(sum(v.in_grace for v in verdicts))
+        metrics.ingress_nodes_unhealthy.labels(state="out").set(len(out))
+        metrics.unhealthy_nodes_kept.set(len(kept))
+        if kept:
+            # Taking every name off the air is never the cure for sick nodes: keep them, and shout.
+            log.error(
+                "no ingress node is healthy: aliases stay on the unhealthy nodes that carry them",
+                nodes={v.node: _problems(v) for v in kept},
+            )
+        seen = {v.node: v for v in verdicts}
+        for node, verdict in sorted(seen.items()):
+            before = self._verdicts.get(node)
+            if before == verdict or (before is None and verdict.healthy):
+                continue
+            if verdict.healthy:
+                log.info("node healthy again: it carries aliases", node=node)
+            elif verdict.carries:
+                log.warning(
+                    "node unhealthy: it carries until its grace period ends",
+                    node=node,
+                    problems=_problems(verdict),
+                    grace_seconds=context.options.health.grace_seconds,
+                )
+            else:
+                log.warning("node unhealthy: it carries no alias", node=node, problems=_problems(verdict))
+        self._verdicts = seen
+
+    # -- AdjustEndpoints --------------------------------------------------------------------
+
+    def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
+        """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
+        context = self._context
+        inventory = self._inventory.recent()
+        placement = context.placement(inventory)
+        found, frozen = inventory.carriers(), inventory.frozen_carriers()
+        plain = inventory.plain_aliases(context.options.dns_domain)
+        only_frozen = context.held_only_frozen_under_noop(inventory)
+        aliases: dict[str, Endpoint] = {}
+        passed: list[Endpoint] = []
+        for endpoint in endpoints:
+            if is_ownership_record(endpoint):
+                passed.append(endpoint)
+                continue
+            label = context.alias_label(endpoint)
+            if label is None or label in aliases:
+                continue
+            if label in plain and label not in found:
+                reason = (
+                    f"{label} is a plain (CNAME) alias set by someone else; remove it to publish the name"
+                )
+                context.drop(endpoint, reason, "plain_alias")
+                continue
+            if label in only_frozen and placement.carriers_of(label) <= frozen[label]:
+                # Records leaves it out, and no token of ours would be written (a frozen holder gets none).
+                reason = (
+                    f"{label} is held only in a key or form we never edit, on every node that would carry it"
+                )
+                context.drop(endpoint, reason, "frozen_alias")
+                continue
+            # What Records will report once applied: the carriers placed, plus whoever holds the alias in a
+            # form we never edit; beside a plain alias nothing is added, so what carries it now.
+            carried = (
+                found[label] if label in plain else placement.carriers_of(label) | frozen.get(label, set())
+            )
+            aliases[label] = Endpoint(
+                dns_name=context.dns_name(label),
+                record_type="A",
+                targets=inventory.ips_of(carried),
+                labels=endpoint.labels,
+            )
+        return [*(aliases[label] for label in sorted(aliases)), *passed]
+
+
+def _problems(verdict: Verdict) -> str:
+    return ", ".join(verdict.problems)

@@ -1,0 +1,86 @@
+"""What must survive a restart, kept in the state store (ports.StateStore) and in memory: the servers
+holding owned tokens (provider.departed) and the removal window (provider.removals).
+
+Read at every apply and merged with memory (another replica may have written it since, and what this one
+knows may not have been stored); written, fenced, when what it should hold changed. A failure either way
+is said and the apply goes on with what is in memory.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from landb_webhook.ports import StateStore, UpstreamError
+from landb_webhook.provider import departed
+from landb_webhook.provider.departed import Remembered
+from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
+from landb_webhook.provider.removals import WINDOW_STATE_KEY, RemovalWindow
+
+log = structlog.get_logger(__name__)
+
+
+class KeptState:
+    def __init__(self, store: StateStore | None, window_seconds: float) -> None:
+        """``store`` None: kept in memory only."""
+        self._store = store
+        self._stored: dict[str, str] | None = None
+        """What the state store held when last read or written; None until it was read."""
+        self.remembered: dict[str, Remembered] = {}
+        """Server id -> the servers that held owned tokens when last seen (provider.departed)."""
+        self.window = RemovalWindow(window_seconds)
+        """The applies of the last removal window, for the removal guard."""
+
+    def servers_to_look_for(self) -> list[Remembered]:
+        if self._stored is None:  # the first Records of this process; then each apply reads it
+            self.load(window=False)
+        return list(self.remembered.values())
+
+    def load(self, *, window: bool = True) -> None:
+        """Read the state store and merge it into what is in memory. Only an apply, which holds the apply
+        lock, takes the removal window: the guard changes it under that lock."""
+        try:
+            stored = dict(self._store.load() if self._store is not None else self._stored or {})
+        except UpstreamError as error:
+            log.warning(
+                "webhook state not read: departed servers and the removal window as in memory",
+                reason=error.reason,
+            )
+            if self._stored is None:
+                self._stored = {}  # Records does not ask again: the next apply does
+            return
+        self._stored = stored
+        try:
+            remembered = departed.from_json(stored.get(departed.STATE_KEY, "{}"))
+            stored_window = RemovalWindow.from_json(stored.get(WINDOW_STATE_KEY, "[]"), self.window.seconds)
+        except ValueError as error:
+            log.warning("webhook state unreadable: ignored", error=str(error))
+            return
+        self.remembered = remembered | self.remembered
+        if window:
+            self.window = self.window.merged(stored_window)
+
+    def save(self, fence: WriteFence) -> None:
+        """Write the state store when what it should hold changed; a failure is said and the apply goes
+        on: memory keeps both until the next apply stores them (lost only if the process restarts).
+        Fenced like every write: a replica no longer sure of the lease leaves it to the holder."""
+        wanted = {
+            departed.STATE_KEY: departed.to_json(self.remembered),
+            WINDOW_STATE_KEY: self.window.to_json(),
+        }
+        if wanted == self._stored:
+            return
+        try:
+            fence.check("the webhook state was written")
+            if self._store is not None:
+                self._store.save(wanted)
+        except WriterLeaseLost as lost:
+            log.warning("webhook state not stored: kept in memory", reason=str(lost))
+            return
+        except UpstreamError as error:
+            log.error(
+                "webhook state not stored: departed servers and the removal window are kept in memory only",
+                reason=error.reason,
+                hint="check the RBAC for ConfigMaps in the webhook's namespace",
+            )
+            return
+        self._stored = wanted
