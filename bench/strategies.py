@@ -1,6 +1,6 @@
 """The three strategies measured side by side, each behind Records / AdjustEndpoints / ApplyChanges.
 
-- ``landb-webhook``: this project's provider, wired by its composition root (``app.build_provider``)
+- ``landb-webhook``: this project's provider, wired by its composition root (``wiring.build_provider``)
   to the real kubernetes client (watch-fed node cache, ownership ConfigMap) and openstacksdk.
 - ``(a) draft``: the draft design (``design-draft.md``) as its author describes it: list the ingress
   nodes, list every server of the project and keep those named like them, ``N`` = position in the
@@ -33,15 +33,15 @@ from landb_webhook.adapters.kubernetes import api_client_for, internal_ipv4_addr
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
 from landb_webhook.adapters.openstack import list_servers
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.app import Resources, build_provider
+from landb_webhook.backends import Server
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Server
 from landb_webhook.provider.inventory import sorted_ips
-from landb_webhook.provider.ownership import is_ownership_record
+from landb_webhook.provider.txt_registry import is_ownership_record
+from landb_webhook.wiring import Resources, build_provider
 
 OURS = "landb-webhook"
 DRAFT = "(a) draft: list project"

@@ -21,16 +21,16 @@ from pydantic import ValidationError
 from pydantic_settings import CliSettingsSource, SettingsError
 
 import landb_webhook
+from landb_webhook.backends import UpstreamError
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, unknown_variables
 from landb_webhook.landb.names import InvalidName, label_for
 from landb_webhook.logs import LogLevel, configure_logging, get_logger
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.adopt import plan_adoption, store_claims
-from landb_webhook.provider.ownership import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.provider.status import ClusterStatus, read_status
+from landb_webhook.provider.txt_registry import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
-from landb_webhook.webhook.app import create_api_app, create_health_app, host_name, is_loopback
+from landb_webhook.webhook.api import create_api_app, create_health_app, host_name, is_loopback
 from landb_webhook.webhook.server import (
     HEALTH_LIMITS,
     HttpServers,
@@ -40,7 +40,7 @@ from landb_webhook.webhook.server import (
 )
 
 if TYPE_CHECKING:
-    from landb_webhook.app import Ports
+    from landb_webhook.wiring import Backends
 
 PROG = "landb-webhook"
 EXIT_INVALID_SETTINGS = 2
@@ -282,8 +282,8 @@ def freeze_startup_objects() -> None:
 
 
 def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
-    """Serve the webhook on already-bound sockets with the provider ``landb_webhook.app`` builds."""
-    from landb_webhook.app import ask_openstack_once, build_provider  # noqa: PLC0415 (not for --help)
+    """Serve the webhook on already-bound sockets with the provider ``landb_webhook.wiring`` builds."""
+    from landb_webhook.wiring import ask_openstack_once, build_provider  # noqa: PLC0415 (not for --help)
 
     metrics = Metrics.create()
     try:
@@ -348,7 +348,7 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
-    def run(ports: Ports) -> int:
+    def run(ports: Backends) -> int:
         found = _read_status(settings, ports)
         plan = plan_adoption(
             found,
@@ -391,7 +391,7 @@ def _label(name: str, domain: str) -> str:
 def status(settings: Settings, *, output: str) -> int:
     """Print the status of every alias; exit non-zero when something needs a human."""
 
-    def run(ports: Ports) -> int:
+    def run(ports: Backends) -> int:
         found = _read_status(settings, ports, departed=True)
         read_from = _read_from(settings, lease=True)
         print(status_json(found, read_from) if output == "json" else status_table(found, read_from))
@@ -400,10 +400,10 @@ def status(settings: Settings, *, output: str) -> int:
     return _one_shot("status", settings, run)
 
 
-def _read_status(settings: Settings, ports: Ports, *, departed: bool = False) -> ClusterStatus:
+def _read_status(settings: Settings, ports: Backends, *, departed: bool = False) -> ClusterStatus:
     """``departed``: include the servers of nodes that left, as the webhook remembers them (``status``
     shows them; adoption plans from the cluster's own nodes only)."""
-    from landb_webhook.app import health_policy  # noqa: PLC0415 (imports every adapter)
+    from landb_webhook.wiring import health_policy  # noqa: PLC0415 (imports every adapter)
 
     return read_status(
         ports.nodes,
@@ -417,7 +417,7 @@ def _read_status(settings: Settings, ports: Ports, *, departed: bool = False) ->
 
 def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
     """Where the claims are read and written, and (``lease``) who holds the writer Lease now."""
-    from landb_webhook.app import lease_holder, ownership_namespace  # noqa: PLC0415 (imports every adapter)
+    from landb_webhook.wiring import lease_holder, ownership_namespace  # noqa: PLC0415 (imports every adapter)
 
     namespace = ownership_namespace(settings)
     holder = "not read"
@@ -435,14 +435,14 @@ def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
     )
 
 
-def _one_shot(command: str, settings: Settings, run: Callable[[Ports], int]) -> int:
+def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) -> int:
     """Run ``run`` on freshly connected adapters; any failure is one line on stderr and exit code 1
     (with a traceback in the log at debug level)."""
-    from landb_webhook.app import connected_ports  # noqa: PLC0415 (imports every adapter)
+    from landb_webhook.wiring import connected_backends  # noqa: PLC0415 (imports every adapter)
 
     configure_logging(_quieter(settings.log_level), settings.log_format)
     try:
-        with connected_ports(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
+        with connected_backends(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
             return run(ports)
     except SettingError as error:
         print(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.", file=sys.stderr)

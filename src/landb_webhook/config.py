@@ -11,13 +11,13 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from landb_webhook.adapters.selector import (
+from landb_webhook.landb.names import validate_label
+from landb_webhook.selector import (
     AnySelector,
     InvalidSelector,
     LabelSelector,
     is_valid_label_key,
 )
-from landb_webhook.landb.names import validate_label
 
 ENV_PREFIX = "LANDB_"
 SELECTOR_SYNTAX = (

@@ -6,7 +6,7 @@ level is ``debug``. Every line, ours or a library's, passes :func:`redact_secret
 
 Patterns recognise a secret by its surroundings (``password=``, ``X-Auth-Token:``, ``Bearer``, a token's
 shape); an upstream body that echoes a bare password has none. So the configured credentials are also
-redacted by value: :func:`register_secrets` is called once at start-up with them (app.build_ports), and
+redacted by value: :func:`register_secrets` is called once at start-up with them (wiring.build_backends), and
 every text logged or answered is scrubbed of them. Response bodies keystoneauth logs at debug
 (``RESP BODY:``) are omitted whole: an upstream body is never a log line.
 """

@@ -24,8 +24,8 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
-from landb_webhook.app import build_provider
 from landb_webhook.metrics import Metrics
+from landb_webhook.wiring import build_provider
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
 from support.fake_time import FakeTime
 from support.kube_apiserver import KubeApiServer

@@ -11,7 +11,7 @@ from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
-from landb_webhook.ports import Node, UpstreamError
+from landb_webhook.backends import Node, UpstreamError
 
 
 def cloud_conf_from(config: ClientConfig, cloud: str, path: Path) -> Path:

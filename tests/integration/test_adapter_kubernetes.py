@@ -16,8 +16,8 @@ from kubernetes.config import kube_config
 from structlog.testing import capture_logs
 
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
-from landb_webhook.adapters.selector import InvalidSelector
-from landb_webhook.ports import Node, UpstreamError
+from landb_webhook.backends import Node, UpstreamError
+from landb_webhook.selector import InvalidSelector
 from support.clusters import KubeCluster
 from support.kube_requests import is_watch
 

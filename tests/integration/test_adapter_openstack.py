@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from landb_webhook.adapters.openstack import OpenStackServerStore
-from landb_webhook.ports import Node, UpstreamError
+from landb_webhook.backends import Node, UpstreamError
 
 LANDB_KEYS = {"landb-mainuser": "it-ops", "landb-responsible": "it-ops", "landb-os": "LINUX"}
 

@@ -15,8 +15,8 @@ import yaml
 
 from landb_webhook.adapters.openstack import FAILURE_WINDOW, NOT_ANSWERED_YET, OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
+from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node, UpstreamError
 
 CALLS = "landb_webhook_openstack_api_calls_total"
 DURATIONS = "landb_webhook_openstack_api_call_duration_seconds_count"

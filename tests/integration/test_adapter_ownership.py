@@ -15,8 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters import ownership as ownership_adapter
 from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, ConfigMapOwnershipStore
+from landb_webhook.backends import UpstreamError
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.ports import UpstreamError
 from support.clusters import KubeCluster
 from support.kube_requests import configmap_requests
 

@@ -8,7 +8,7 @@ from kubernetes import client
 
 from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from landb_webhook.adapters.state import ConfigMapStateStore
-from landb_webhook.ports import UpstreamError
+from landb_webhook.backends import UpstreamError
 from support.clusters import KubeCluster
 
 NAME = "landb-webhook-ownership-state"

@@ -26,7 +26,6 @@ from landb_simulator.external_dns import ownership_record, plan
 from landb_simulator.kube_store import NODES
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
-from landb_webhook.app import Resources, build_provider
 from landb_webhook.cli import (
     EXIT_CANNOT_START,
     EXIT_INVALID_SETTINGS,
@@ -39,6 +38,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError, LandbProvider
+from landb_webhook.wiring import Resources, build_provider
 from support.logging_state import restored_logging
 
 OWNER = "test-cluster"

@@ -21,12 +21,12 @@ from structlog.testing import capture_logs
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import ownership_record
 from landb_simulator.kube_store import CONFIGMAPS
-from landb_webhook.app import build_provider
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key, read_aliases
 from landb_webhook.logs import REPEAT_KEYS
 from landb_webhook.metrics import Metrics
 from landb_webhook.webhook.wire import EndpointModel
+from landb_webhook.wiring import build_provider
 from support.provider_cluster import settings_for
 from support.serving import Webhook, serving
 

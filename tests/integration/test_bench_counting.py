@@ -22,7 +22,7 @@ from kubernetes import client
 from landb_simulator import MetadataChange, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
-from landb_webhook.ports import Node
+from landb_webhook.backends import Node
 
 CERN = {"landb-mainuser": "admins"}
 

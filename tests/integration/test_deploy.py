@@ -25,10 +25,10 @@ from kubernetes.client.exceptions import ApiException
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import loop_over_http
 from landb_simulator.manifests import node_manifest
-from landb_webhook.app import build_provider
 from landb_webhook.config import Settings, unknown_variables
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.metrics import Metrics
+from landb_webhook.wiring import build_provider
 from support.kube_apiserver import KubeApiServer, tools_bin_dir
 from support.serving import serving
 

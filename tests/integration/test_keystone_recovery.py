@@ -20,8 +20,8 @@ from e2e.e2e_support import WebhookProcess, http_get, simulator_settings
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.authlock import AuthenticationLock
 from landb_webhook.adapters.openstack import AUTHENTICATION_REQUESTS, OpenStackServerStore
+from landb_webhook.backends import UpstreamError
 from landb_webhook.deadline import answering_by
-from landb_webhook.ports import UpstreamError
 from support.fake_time import FakeTime
 
 VERSION_DOCUMENT = r"^/identity/v3/?$"

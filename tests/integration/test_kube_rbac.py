@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.ports import UpstreamError
+from landb_webhook.backends import UpstreamError
 from support.clusters import RealCluster
 from support.kube_apiserver import KubeApiServer
 

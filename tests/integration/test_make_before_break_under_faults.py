@@ -31,9 +31,9 @@ import pytest
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import plan
 from landb_simulator.state import FaultHandle, SimulatorState
+from landb_webhook.backends import UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import is_alias_key
-from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError
 from support.fake_time import FakeTime
 from support.history import assert_never_without_carrier, carriers

@@ -17,12 +17,12 @@ from structlog.testing import capture_logs
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.external_dns import ownership_record
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
-from landb_webhook.app import ask_openstack_once, build_provider
+from landb_webhook.backends import UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import UpstreamError
 from landb_webhook.provider import ApplyError, LandbProvider, ProviderOptions
+from landb_webhook.wiring import ask_openstack_once, build_provider
 from support.kube_requests import is_watch
 from support.provider_cluster import OWNER, Cluster, api_writes, metadata_writes, settings_for
 

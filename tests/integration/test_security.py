@@ -21,8 +21,8 @@ from landb_simulator.external_dns import create_with_claim
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
+from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.config import Settings
-from landb_webhook.ports import Node, UpstreamError
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "landb_webhook"
 NO_NODES: list[Node] = []

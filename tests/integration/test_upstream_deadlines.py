@@ -20,10 +20,10 @@ from urllib3.connectionpool import HTTPConnectionPool
 
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import create_with_claim
-from landb_webhook.app import ask_openstack_once, build_provider
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.webhook.wire import decode_changes
+from landb_webhook.wiring import ask_openstack_once, build_provider
 
 WAIT = 20.0
 

@@ -17,8 +17,8 @@ import pytest
 
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
+from landb_webhook.backends import UpstreamError
 from landb_webhook.deadline import answering_by
-from landb_webhook.ports import UpstreamError
 from support.fake_time import FakeTime
 
 LANDB_KEYS = {"landb-mainuser": "it-ops", "landb-responsible": "it-ops"}

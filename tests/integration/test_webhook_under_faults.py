@@ -18,9 +18,9 @@ import pytest
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import HttpLoop, loop_over_http
 from landb_simulator.state import FaultHandle, SimulatorState
+from landb_webhook.backends import UpstreamError
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
-from landb_webhook.ports import UpstreamError
 from support.fake_time import FakeTime
 from support.landb_stack import Stack, build_stack, serving_api
 

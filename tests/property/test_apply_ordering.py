@@ -28,11 +28,11 @@ from hypothesis import strategies as st
 from landb_replay import apply_write, break_steps, make_steps, replay
 from landb_strategies import Scenario, scenarios
 
+from landb_webhook.backends import Node, Server, UpstreamError
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState, carriers
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node, Server, UpstreamError
 from landb_webhook.provider.apply import Outcome, write_in_order
 from landb_webhook.provider.executor import PlanExecutor
 from landb_webhook.provider.fence import UNFENCED
@@ -79,7 +79,7 @@ class HoldingStore:
         self.in_flight = 0
         self.max_in_flight = 0
 
-    # -- ports.ServerStore ---------------------------------------------------------------------------
+    # -- backends.ServerStore ---------------------------------------------------------------------------
 
     def servers_for(self, nodes: Sequence[Node]) -> Mapping[str, Server]:
         return {}

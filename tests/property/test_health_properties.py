@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from landb_webhook.ports import Node
+from landb_webhook.backends import Node
 from landb_webhook.provider.health import HealthPolicy, Placement, judge
 
 NOW = 1_800_000_000.0

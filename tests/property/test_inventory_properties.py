@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from landb_strategies import server_metadata
 
+from landb_webhook.backends import Node, Server
 from landb_webhook.landb.plan import ServerState, carriers
-from landb_webhook.ports import Node, Server
 from landb_webhook.provider.inventory import Inventory
 
 SERVER_IDS = ("s1", "s2", "s3", "s4")

@@ -1,4 +1,4 @@
-"""The provider wired as app.build_provider wires it, against a simulator, with a test's clock, sleeper and
+"""The provider wired as wiring.build_provider wires it, against a simulator, with a test's clock, sleeper and
 jitter injected so that backoff costs no wall time."""
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from landb_simulator import ClientConfig
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.app import node_source, ownership_store, provider_options, server_store
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider
-from landb_webhook.webhook.app import create_api_app
+from landb_webhook.webhook.api import create_api_app
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE
+from landb_webhook.wiring import node_source, ownership_store, provider_options, server_store
 from support.fake_time import FakeTime
 
 OWNERSHIP_NAMESPACE = "default"

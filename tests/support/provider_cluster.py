@@ -1,4 +1,4 @@
-"""The provider wired by the composition root (app.build_provider) to the real clients, against the
+"""The provider wired by the composition root (wiring.build_provider) to the real clients, against the
 simulator over HTTP, driven through the loop external-dns runs (landb_simulator/external_dns.py).
 
 Built by the ``make_cluster`` fixture of tests/integration/conftest.py.
@@ -16,12 +16,12 @@ from landb_webhook.provider.core import LandbProvider
 
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.external_dns import plan
-from landb_webhook.app import Resources, build_provider
+from landb_webhook.backends import Node
 from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node
+from landb_webhook.wiring import Resources, build_provider
 
 Eventually = Callable[..., Any]
 

@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import WebhookProvider
-from landb_webhook.webhook.app import ProviderCalls, create_api_app, create_health_app
+from landb_webhook.webhook.api import ProviderCalls, create_api_app, create_health_app
 from landb_webhook.webhook.liveness import CallProgress
 from landb_webhook.webhook.server import (
     HEALTH_LIMITS,

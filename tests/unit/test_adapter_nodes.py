@@ -1,4 +1,4 @@
-"""How a Kubernetes Node object becomes a ports.Node: providerID, InternalIPs, ingress role."""
+"""How a Kubernetes Node object becomes a backends.Node: providerID, InternalIPs, ingress role."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from landb_webhook.adapters.kubernetes import (
     internal_ipv4_addresses,
     server_id_from_provider_id,
 )
-from landb_webhook.adapters.selector import InvalidSelector
-from landb_webhook.ports import Node
+from landb_webhook.backends import Node
+from landb_webhook.selector import InvalidSelector
 
 UUID = "3f1c2a9e-6b7d-4e21-9a0c-5d8f7e6b4a21"
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"

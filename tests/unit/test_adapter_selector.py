@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from landb_webhook.adapters.selector import (
+from landb_webhook.selector import (
     AnySelector,
     InvalidSelector,
     LabelSelector,

@@ -10,13 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from landb_webhook.backends import Node, Server
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.plan import plan_changes
-from landb_webhook.ports import Node, Server
 from landb_webhook.provider.adopt import adoptable, plan_adoption
 from landb_webhook.provider.health import HealthPolicy, Placement
 from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.ownership import (
+from landb_webhook.provider.status import analyse
+from landb_webhook.provider.txt_registry import (
     InvalidOwnerId,
     claim_record,
     owned_name,
@@ -24,7 +25,6 @@ from landb_webhook.provider.ownership import (
     txt_record_name,
     validate_owner_id,
 )
-from landb_webhook.provider.status import analyse
 
 DOMAIN = "cern.ch"
 

@@ -332,10 +332,10 @@ class Resources:
 def build_provider(settings, metrics):
     return InMemoryProvider(DomainFilter(include=tuple(settings.domain_filter))), Resources()
 
-composition_root = types.ModuleType("landb_webhook.app")
+composition_root = types.ModuleType("landb_webhook.wiring")
 composition_root.build_provider = build_provider
 composition_root.ask_openstack_once = lambda resources: None
-sys.modules["landb_webhook.app"] = composition_root
+sys.modules["landb_webhook.wiring"] = composition_root
 
 from landb_webhook.cli import main
 raise SystemExit(main(sys.argv[1:]))
@@ -412,10 +412,10 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
     def build_provider(settings: Settings, metrics: object) -> None:
         raise LookupError("cloud 'prod' not found in clouds.yaml")
 
-    composition_root = types.ModuleType("landb_webhook.app")
+    composition_root = types.ModuleType("landb_webhook.wiring")
     composition_root.build_provider = build_provider  # type: ignore[attr-defined]
     composition_root.ask_openstack_once = lambda resources: None  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "landb_webhook.app", composition_root)
+    monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)
     with restored_logging():
         code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", "--health-port=0"])
 

@@ -49,7 +49,7 @@ FORBIDDEN: dict[str, list[tuple[str, str, str]]] = {
     # Not installed beside the product: the linter still sees the import, by name.
     "no-simulator": [("cli.py", "import landb_simulator", "landb_webhook.cli -> landb_simulator")],
     "client-libraries-in-adapters": [
-        ("app.py", "from kubernetes import client", "landb_webhook.app -> kubernetes"),
+        ("wiring.py", "from kubernetes import client", "landb_webhook.wiring -> kubernetes"),
         ("cli.py", "import openstack", "landb_webhook.cli -> openstack"),
     ],
     "adapters-wired-in-one-place": [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from landb_webhook.ports import Node
+from landb_webhook.backends import Node
 from landb_webhook.provider.health import HealthPolicy, judge
 
 NOW = 1_800_000_000.0

@@ -16,14 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from landb_webhook.adapters.retry import Failure, RetryPolicy, failure_of_status, parse_retry_after
+from landb_webhook.backends import Node, Server
 from landb_webhook.deadline import answering_by, reply_deadline
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node, Server
 from landb_webhook.provider.apply import write_in_order
 from landb_webhook.provider.executor import PlanExecutor
 from landb_webhook.provider.fence import UNFENCED
-from landb_webhook.webhook.app import ProviderCalls
+from landb_webhook.webhook.api import ProviderCalls
 
 
 @pytest.mark.parametrize(

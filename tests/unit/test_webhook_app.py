@@ -17,13 +17,13 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from landb_webhook.backends import UpstreamError
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import Readiness, WebhookProvider
-from landb_webhook.webhook.app import create_api_app
+from landb_webhook.webhook.api import create_api_app
 from landb_webhook.webhook.liveness import CallProgress
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-import landb_webhook.webhook.app as webhook_app
+import landb_webhook.webhook.api as webhook_app
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.webhook.server import ACCEPT_OUT_OF_RESOURCES, ConnectionLimits, HttpServers
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_endpoints

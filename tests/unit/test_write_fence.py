@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from landb_webhook.backends import Node, Server
 from landb_webhook.deadline import reply_deadline
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node, Server
 from landb_webhook.provider.apply import write_in_order
 from landb_webhook.provider.executor import PlanExecutor
 from landb_webhook.provider.fence import WriteFence, WriterLeaseLost

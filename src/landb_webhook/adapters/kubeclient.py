@@ -16,7 +16,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from landb_webhook.adapters.retry import connection_failure
-from landb_webhook.ports import UpstreamError
+from landb_webhook.backends import UpstreamError
 
 log = structlog.get_logger(__name__)
 

@@ -30,8 +30,8 @@ from landb_webhook.adapters.kubeclient import (
     upstream_error,
 )
 from landb_webhook.adapters.reflector import DEFAULT_WATCH, Reflector, WatchOptions
-from landb_webhook.adapters.selector import AnySelector, LabelSelector
-from landb_webhook.ports import Node
+from landb_webhook.backends import Node
+from landb_webhook.selector import AnySelector, LabelSelector
 
 __all__ = [  # the client helpers are also used from here by the other Kubernetes adapters
     "UPSTREAM",
@@ -94,7 +94,7 @@ def condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
 
 
 class NodeClassifier:
-    """Turns a node object into a ports.Node; decides which nodes take ingress traffic."""
+    """Turns a node object into a backends.Node; decides which nodes take ingress traffic."""
 
     def __init__(self, ingress_selector: str, exclude_label: str) -> None:
         self.selector = AnySelector.parse(ingress_selector)
@@ -150,7 +150,7 @@ def controller_pod(obj: Mapping[str, Any]) -> ControllerPod:
 
 
 class KubernetesNodeSource:
-    """ports.NodeSource fed by list+watch in daemon threads; call start() once, stop() at shutdown."""
+    """backends.NodeSource fed by list+watch in daemon threads; call start() once, stop() at shutdown."""
 
     def __init__(
         self,
@@ -232,7 +232,7 @@ class KubernetesNodeSource:
         """Seconds since the stalest of the watches last heard from the API server (infinity before)."""
         return max(cache.age() for cache in self._caches())
 
-    # -- ports.NodeSource ------------------------------------------------------------------------
+    # -- backends.NodeSource ------------------------------------------------------------------------
 
     def nodes(self) -> Sequence[Node]:
         """Every node of the cluster, sorted by name, as last seen by the watches."""

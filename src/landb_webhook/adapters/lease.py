@@ -102,7 +102,7 @@ class LeaseElector:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # -- ports.WriterLease -----------------------------------------------------------------------
+    # -- backends.WriterLease -----------------------------------------------------------------------
 
     def held(self, wait: float = 5.0) -> bool:
         """True while this replica holds the Lease and renewed it within the renew deadline.

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
+from landb_webhook.backends import ownership_key
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.ports import ownership_key
 
 
 class InMemoryOwnershipStore:
-    """ports.OwnershipStore in a dict; safe to share between threads."""
+    """backends.OwnershipStore in a dict; safe to share between threads."""
 
     def __init__(self, records: Sequence[Endpoint] = ()) -> None:
         self._lock = threading.Lock()
@@ -31,7 +31,7 @@ class InMemoryOwnershipStore:
 
 
 class InMemoryStateStore:
-    """ports.StateStore in a dict."""
+    """backends.StateStore in a dict."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

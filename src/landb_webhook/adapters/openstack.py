@@ -12,7 +12,7 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
 - Metadata is written with one merge POST per server and deleted one key per DELETE. The SDK's
   ``delete_server_metadata`` wipes *all* metadata (LanDB's own keys included) when given no keys,
   so it is never used; the per-key resource call is, after the key is checked.
-- Every failure becomes ports.UpstreamError("nova" | "keystone", ...): retryable for 5xx,
+- Every failure becomes backends.UpstreamError("nova" | "keystone", ...): retryable for 5xx,
   connection failures and timeouts, not retryable for 4xx. Whether and when a failed call is tried
   again is adapters.retry's policy, applied in ``_call`` only: transient failures and 409s are
   retried with jittered exponential backoff, honouring ``Retry-After``, and no retry starts that
@@ -58,10 +58,10 @@ from landb_webhook.adapters.retry import (
     failure_of_status,
     parse_retry_after,
 )
+from landb_webhook.backends import Node, Server, UpstreamError
 from landb_webhook.deadline import reply_deadline
 from landb_webhook.logs import is_secret_key, redact_text
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import Node, Server, UpstreamError
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +97,7 @@ FAILURE_WINDOW = 300.0
 
 
 class OpenStackServerStore:
-    """ports.ServerStore backed by Nova; safe to share between threads."""
+    """backends.ServerStore backed by Nova; safe to share between threads."""
 
     def __init__(
         self,
@@ -175,7 +175,7 @@ class OpenStackServerStore:
         if conn is not None:
             conn.close()
 
-    # -- ports.ServerStore -----------------------------------------------------------------------
+    # -- backends.ServerStore -----------------------------------------------------------------------
 
     def servers_for(self, nodes: Sequence[Node]) -> Mapping[str, Server]:
         """Each node's server: the one whose id is the node's providerID, else the only one named like it."""

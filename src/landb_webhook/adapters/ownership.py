@@ -59,8 +59,8 @@ from landb_webhook.adapters.kubernetes import (
     upstream_error,
 )
 from landb_webhook.adapters.reflector import Reflector, WatchOptions
+from landb_webhook.backends import UpstreamError, ownership_key
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.ports import UpstreamError, ownership_key
 
 log = structlog.get_logger(__name__)
 
@@ -163,7 +163,7 @@ class _Conflict(Exception):
 
 
 class ConfigMapOwnershipStore:
-    """ports.OwnershipStore in ConfigMaps ``<name>``, ``<name>-1``, ... of one namespace."""
+    """backends.OwnershipStore in ConfigMaps ``<name>``, ``<name>-1``, ... of one namespace."""
 
     def __init__(
         self,
@@ -215,7 +215,7 @@ class ConfigMapOwnershipStore:
     def wait_synced(self, timeout: float) -> bool:
         return self._cache.wait_synced(timeout)
 
-    # -- ports.OwnershipStore --------------------------------------------------------------------
+    # -- backends.OwnershipStore --------------------------------------------------------------------
 
     def records(self) -> Sequence[Endpoint]:
         """From the cache when it is usable (no request), else from a fresh LIST (module docstring)."""

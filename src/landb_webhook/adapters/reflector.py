@@ -19,7 +19,7 @@ import structlog
 from kubernetes import watch
 
 from landb_webhook.adapters.kubeclient import UPSTREAM, json_body, upstream_error
-from landb_webhook.ports import UpstreamError
+from landb_webhook.backends import UpstreamError
 
 log = structlog.get_logger(__name__)
 

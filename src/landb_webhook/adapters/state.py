@@ -29,7 +29,7 @@ from landb_webhook.adapters.ownership import (
     create_or_replace,
     labelled_configmap,
 )
-from landb_webhook.ports import UpstreamError
+from landb_webhook.backends import UpstreamError
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +41,7 @@ _ATTEMPTS = 3
 
 
 class ConfigMapStateStore:
-    """ports.StateStore in one ConfigMap."""
+    """backends.StateStore in one ConfigMap."""
 
     def __init__(self, api: client.CoreV1Api, *, namespace: str, name: str, request_timeout: float = 5.0):
         self._api = api

@@ -1,4 +1,4 @@
-"""Orchestration: Records, AdjustEndpoints and ApplyChanges over the ports and the landb domain core.
+"""Orchestration: Records, AdjustEndpoints and ApplyChanges over the backends and the landb core.
 
 ``facade.LandbProvider`` is the provider the HTTP layer calls; ``records`` answers Records and
 AdjustEndpoints, ``apply`` runs ApplyChanges in numbered steps (the apply ordering), ``claims`` is the

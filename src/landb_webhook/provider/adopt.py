@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from landb_webhook.backends import OwnershipStore
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.ports import OwnershipStore
-from landb_webhook.provider.ownership import claim_record, claimed_names, owned_name, validate_owner_id
 from landb_webhook.provider.status import ClusterStatus, Holding, NameStatus
+from landb_webhook.provider.txt_registry import claim_record, claimed_names, owned_name, validate_owner_id
 
 
 @dataclass(frozen=True)

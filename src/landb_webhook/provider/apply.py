@@ -55,10 +55,10 @@ from threading import Lock
 
 import structlog
 
+from landb_webhook.backends import OwnershipStore, Server, ServerStore, UpstreamError, WriterLease
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, plan_changes
-from landb_webhook.ports import OwnershipStore, Server, ServerStore, UpstreamError, WriterLease
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, named
 from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
@@ -67,9 +67,9 @@ from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
 from landb_webhook.provider.health import Placement
 from landb_webhook.provider.interface import ApplyError, ApplyRefused
 from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.ownership import claimed_names
+from landb_webhook.provider.kept_state import KeptState
 from landb_webhook.provider.removals import guard_removals
-from landb_webhook.provider.state import KeptState
+from landb_webhook.provider.txt_registry import claimed_names
 
 log = structlog.get_logger(__name__)
 

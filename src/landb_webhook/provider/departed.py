@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from landb_webhook.landb.plan import ServerState
 
 STATE_KEY = "departed-servers"
-"""Its key in the state store (ports.StateStore)."""
+"""Its key in the state store (backends.StateStore)."""
 
 
 @dataclass(frozen=True)

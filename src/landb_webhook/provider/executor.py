@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from landb_webhook.backends import ServerStore, UpstreamError
 from landb_webhook.deadline import answering_by, contexts_for
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import ServerStore, UpstreamError
 from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
 
 log = structlog.get_logger(__name__)

@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
-from landb_webhook.metrics import Metrics
-from landb_webhook.ports import (
+from landb_webhook.backends import (
     NodeSource,
     OwnershipStore,
     ServerStore,
@@ -16,14 +14,16 @@ from landb_webhook.ports import (
     UpstreamError,
     WriterLease,
 )
+from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
+from landb_webhook.metrics import Metrics
 from landb_webhook.provider.apply import Applier
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context
 from landb_webhook.provider.interface import Readiness
 from landb_webhook.provider.inventory import InventoryReader
+from landb_webhook.provider.kept_state import KeptState
 from landb_webhook.provider.options import ProviderOptions
 from landb_webhook.provider.records import RecordsView
-from landb_webhook.provider.state import KeptState
 
 
 class LandbProvider:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from landb_webhook.ports import WriterLease
+from landb_webhook.backends import WriterLease
 from landb_webhook.provider.interface import ApplyError
 
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from landb_webhook.ports import Node
+from landb_webhook.backends import Node
 
 DEFAULT_GRACE_SECONDS = 300.0
 NO_CONTROLLER = "no Ready ingress controller pod"

@@ -31,7 +31,7 @@ class WebhookProvider(Protocol):
         ...
 
     def records(self) -> list[Endpoint]:
-        """Current state. Raises ports.UpstreamError."""
+        """Current state. Raises backends.UpstreamError."""
         ...
 
     def adjust_endpoints(self, endpoints: Sequence[Endpoint]) -> list[Endpoint]:

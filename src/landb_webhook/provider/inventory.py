@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from threading import Lock
 
+from landb_webhook.backends import Node, NodeSource, Server, ServerStore
 from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plain_aliases
-from landb_webhook.ports import Node, NodeSource, Server, ServerStore
 from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import structlog
 
+from landb_webhook.backends import OwnershipStore
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.ports import OwnershipStore
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, node_names, nodes_holding
 from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.ownership import claimed_names, is_ownership_record
+from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
 

@@ -34,7 +34,7 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 WINDOW_STATE_KEY = "removal-window"
-"""Its key in the state store (ports.StateStore)."""
+"""Its key in the state store (backends.StateStore)."""
 MAX_REMEMBERED_APPLIES = 10_000
 """Bound on memory (and on the state ConfigMap): a window holds one entry per apply."""
 

@@ -12,14 +12,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from landb_webhook.backends import Node, NodeSource, OwnershipStore, ServerStore, StateStore
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
-from landb_webhook.ports import Node, NodeSource, OwnershipStore, ServerStore, StateStore
 from landb_webhook.provider import departed
 from landb_webhook.provider.health import NO_CONTROLLER, HealthPolicy, judge
 from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.ownership import is_ownership_record, owned_name, owner_of, resource_of
+from landb_webhook.provider.txt_registry import is_ownership_record, owned_name, owner_of, resource_of
 
 QUOTA_WARNING_RATIO = 0.8
 """A server holding more than this share of its metadata key quota is reported."""

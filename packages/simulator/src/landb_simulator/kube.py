@@ -40,7 +40,7 @@ from landb_simulator.lifecycle import CLOSED, Lifecycle
 from landb_simulator.manifests import KUBELET_VERSION
 from landb_simulator.selectors import FieldSelector, InvalidFieldSelector, parse_field_selector
 from landb_simulator.state import SimulatorState
-from landb_webhook.adapters.selector import InvalidSelector, LabelSelector
+from landb_webhook.selector import InvalidSelector, LabelSelector
 
 DEFAULT_WATCH_SECONDS = 1800
 """The API server's --min-request-timeout: a watch without timeoutSeconds ends after about this long."""

@@ -23,7 +23,7 @@ from typing import Any
 import jsonpatch
 
 from landb_simulator.selectors import FieldSelector
-from landb_webhook.adapters.selector import LabelSelector, is_valid_label_key, is_valid_label_value
+from landb_webhook.selector import LabelSelector, is_valid_label_key, is_valid_label_value
 
 NODES = "nodes"
 PODS = "pods"

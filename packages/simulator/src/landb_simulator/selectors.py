@@ -1,7 +1,7 @@
 """Kubernetes field selectors, parsed the way the API server reads ``fieldSelector``.
 
 Label selectors are not here: the API server parses ``labelSelector`` with
-:class:`landb_webhook.adapters.selector.LabelSelector`, the parser the webhook itself uses.
+:class:`landb_webhook.selector.LabelSelector`, the parser the webhook itself uses.
 """
 
 from __future__ import annotations

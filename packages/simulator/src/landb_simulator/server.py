@@ -21,7 +21,7 @@ import yaml
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from landb_simulator.app import ResetConnection, build_app
+from landb_simulator.asgi import ResetConnection, build_app
 from landb_simulator.identity import REGION
 from landb_simulator.lifecycle import Lifecycle
 from landb_simulator.state import SimulatorState

@@ -34,10 +34,10 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
+from landb_webhook.backends import OwnershipStore, StateStore, UpstreamError
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import OwnershipStore, StateStore, UpstreamError
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.health import HealthPolicy
 
@@ -201,8 +201,8 @@ def lease_holder(settings: Settings) -> str:
 
 
 @dataclass(frozen=True)
-class Ports:
-    """The adapters behind the provider's ports, as configured by the settings."""
+class Backends:
+    """The adapters behind the provider's backends, as configured by the settings."""
 
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
@@ -211,9 +211,9 @@ class Ports:
     """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
 
 
-def build_ports(
+def build_backends(
     settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
-) -> tuple[Ports, Resources]:
+) -> tuple[Backends, Resources]:
     """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
     authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
     ``metrics``, when given, count the OpenStack calls."""
@@ -240,7 +240,7 @@ def build_ports(
     else:
         ownership = InMemoryOwnershipStore()
         state = InMemoryStateStore()
-    ports = Ports(nodes, servers, ownership, state)
+    ports = Backends(nodes, servers, ownership, state)
     return ports, Resources(nodes=nodes, servers=servers, ownership=ownership)
 
 
@@ -249,7 +249,7 @@ def build_provider(
 ) -> tuple[LandbProvider, Resources]:
     """The provider on the configured adapters; the node watch starts in the background, so
     negotiation is answered at once."""
-    ports, resources = build_ports(settings, metrics=metrics, clock=clock)
+    ports, resources = build_backends(settings, metrics=metrics, clock=clock)
     if settings.registry == "noop":
         log.warning(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
@@ -275,7 +275,7 @@ def build_provider(
     )
     ports.nodes.start()
     if isinstance(ports.ownership, ConfigMapOwnershipStore):
-        ports.ownership.start()  # the one-shot commands (connected_ports) read the claims fresh instead
+        ports.ownership.start()  # the one-shot commands (connected_backends) read the claims fresh instead
     if lease is not None:
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
@@ -314,12 +314,12 @@ def _reach_kubernetes(settings: Settings) -> str:
 
 
 @contextmanager
-def connected_ports(settings: Settings, *, sync_timeout: float) -> Iterator[Ports]:
+def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[Backends]:
     """The adapters for a one-shot command, with the node inventory listed once; stopped on exit.
 
     Raises UpstreamError when the node list does not arrive within ``sync_timeout`` seconds.
     """
-    ports, resources = build_ports(settings)
+    ports, resources = build_backends(settings)
     try:
         host = _reach_kubernetes(settings)
         ports.nodes.start()

@@ -41,12 +41,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from landb_webhook.backends import UpstreamError
 from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, flag_and_variable
 from landb_webhook.deadline import context_answering_by
 from landb_webhook.endpoint import Changes
 from landb_webhook.logs import RepeatLimitedLog, get_logger, redact_text
 from landb_webhook.metrics import Metrics
-from landb_webhook.ports import UpstreamError
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
 from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
 from landb_webhook.webhook.wire import (

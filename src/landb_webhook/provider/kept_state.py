@@ -1,4 +1,4 @@
-"""What must survive a restart, kept in the state store (ports.StateStore) and in memory: the servers
+"""What must survive a restart, kept in the state store (backends.StateStore) and in memory: the servers
 holding owned tokens (provider.departed) and the removal window (provider.removals).
 
 Read at every apply and merged with memory (another replica may have written it since, and what this one
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import structlog
 
-from landb_webhook.ports import StateStore, UpstreamError
+from landb_webhook.backends import StateStore, UpstreamError
 from landb_webhook.provider import departed
 from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.fence import WriteFence, WriterLeaseLost

@@ -1,4 +1,5 @@
-"""The provider's view of the outside world: small Protocols and the values that cross them.
+"""The provider's view of the outside world (the *ports* of design.md): small Protocols for the
+backends it talks to, and the values that cross them.
 
 Adapters (Kubernetes, OpenStack, ConfigMap, in memory) implement these; the provider and the domain
 core never import a client library.
