@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from landb_webhook.provider.core import LandbProvider
 
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.external_dns import plan
@@ -21,6 +20,7 @@ from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
+from landb_webhook.provider import LandbProvider
 from landb_webhook.wiring import Resources, build_provider
 
 Eventually = Callable[..., Any]
