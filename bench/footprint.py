@@ -219,10 +219,13 @@ def _rss_kib(pid: int) -> int:
 
 
 def call_path(trace: dict[str, object]) -> tuple[list[str], list[str], dict[str, int]]:
-    """Files and packages the request's threads entered, and how many times each file was entered."""
+    """Files and packages the request's threads entered, and how many times each file was entered.
+
+    The window opens when the ApplyChanges body is read (the last body read before the POST to Nova: an
+    AdjustEndpoints may come first) and closes at the POST."""
     events = trace["events"]
     assert isinstance(events, list)
-    start = next(index for index, (_, _, function) in enumerate(events) if function == "read_body")
+    start = max(index for index, (_, _, function) in enumerate(events) if function == "read_body")
     sequences: dict[str, list[str]] = {}
     for thread, path, _ in events[start:]:
         if is_background(thread):
