@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.dns import DnsResolver
 from landb_webhook.adapters.kubeclient import (
     ApiClient,
     Namespace,
@@ -35,11 +36,14 @@ from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
 from landb_webhook.backends import OwnershipStore, StateStore, UpstreamError
-from landb_webhook.config import ENV_PREFIX, SettingError, Settings
+from landb_webhook.config import ENV_PREFIX, SettingError, Settings, parse_resolver
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
+from landb_webhook.provider.dns_watch import DnsWatch
+from landb_webhook.provider.dns_watch import WatchOptions as DnsWatchOptions
 from landb_webhook.provider.health import HealthPolicy
+from landb_webhook.provider.publications import PublicationLog
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +56,7 @@ class Resources:
     servers: OpenStackServerStore
     ownership: OwnershipStore
     lease: LeaseElector | None = None
+    dns_watch: DnsWatch | None = None
     closed: bool = field(default=False)
 
     def close(self) -> None:
@@ -59,6 +64,8 @@ class Resources:
         if self.closed:
             return
         self.closed = True
+        if self.dns_watch is not None:
+            self.dns_watch.stop()
         if self.lease is not None:
             self.lease.stop()
         self.nodes.stop()
@@ -259,6 +266,7 @@ def build_provider(
     if settings.leader_election:
         lease = lease_elector(settings, api_client_for(settings.kubeconfig))
         resources.lease = lease
+    published = PublicationLog()
     provider = LandbProvider(
         ports.nodes,
         ports.servers,
@@ -268,6 +276,7 @@ def build_provider(
         clock=clock,
         writer_lease=lease,
         state=ports.state,
+        published=published,
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
@@ -279,7 +288,26 @@ def build_provider(
     if lease is not None:
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
+    if settings.dns_watch:
+        resources.dns_watch = dns_watch(settings, published, metrics)
+        resources.dns_watch.start()
     return provider, resources
+
+
+def dns_resolver(settings: Settings) -> DnsResolver:
+    return DnsResolver([parse_resolver(resolver) for resolver in settings.dns_resolvers])
+
+
+def dns_watch(
+    settings: Settings, published: PublicationLog, metrics: Metrics, *, clock: Callable[[], float] = time.time
+) -> DnsWatch:
+    """The DNS watcher over what the provider publishes; not started."""
+    options = DnsWatchOptions(
+        queries_per_second=settings.dns_queries_per_second,
+        recheck_period=settings.dns_recheck_period,
+        sync_period=settings.landb_sync_period,
+    )
+    return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock)
 
 
 def ask_openstack_once(resources: Resources) -> threading.Thread:

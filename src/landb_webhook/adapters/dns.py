@@ -8,7 +8,6 @@ resolvers' own caching, which honours LanDB's TTLs).
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Sequence
 
 import dns.exception
@@ -23,48 +22,18 @@ from landb_webhook.landb.propagation import Addresses, Alias, Answer, NoAnswer, 
 DEFAULT_PORT = 53
 
 
-class InvalidResolver(ValueError):
-    """A resolver address that is not ``ip``, ``ip:port``, ``[ipv6]:port``."""
-
-
-def parse_resolver(text: str) -> tuple[str, int]:
-    """``192.0.2.1``, ``192.0.2.1:5353``, ``2001:db8::1``, ``[2001:db8::1]:5353`` -> (address, port)."""
-    text = text.strip()
-    address, port = text, DEFAULT_PORT
-    if text.startswith("["):
-        address, bracket, rest = text[1:].partition("]")
-        if not bracket or (rest and not rest.startswith(":")):
-            raise InvalidResolver(f"{text!r}: an IPv6 address with a port is written [address]:port")
-        port_text = rest[1:] if rest else str(DEFAULT_PORT)
-        port = _port(text, port_text)
-    elif text.count(":") == 1:
-        address, _, port_text = text.partition(":")
-        port = _port(text, port_text)
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        raise InvalidResolver(f"{text!r}: not an IP address (a resolver is ip or ip:port)") from None
-    return address, port
-
-
-def _port(text: str, port: str) -> int:
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidResolver(f"{text!r}: the port must be a number from 1 to 65535")
-    return int(port)
-
-
 class DnsResolver:
-    """Asks for a name's A records; ``resolvers`` empty means the system's (``/etc/resolv.conf``).
+    """Asks for a name's A records; ``resolvers`` (address, port) empty means the system's
+    (``/etc/resolv.conf``).
 
     ``timeout`` bounds one question, every resolver tried included. Thread-safe: dnspython's Resolver
     holds no per-question state once configured."""
 
-    def __init__(self, resolvers: Sequence[str] = (), *, timeout: float = 2.0) -> None:
+    def __init__(self, resolvers: Sequence[tuple[str, int]] = (), *, timeout: float = 2.0) -> None:
         self._resolver = dns.resolver.Resolver(configure=not resolvers)
         if resolvers:
             self._resolver.nameservers = [
-                dns.nameserver.Do53Nameserver(address, port)
-                for address, port in map(parse_resolver, resolvers)
+                dns.nameserver.Do53Nameserver(address, port) for address, port in resolvers
             ]
         self._resolver.cache = None
         self._resolver.lifetime = timeout
