@@ -283,7 +283,7 @@ def freeze_startup_objects() -> None:
 
 def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
     """Serve the webhook on already-bound sockets with the provider ``landb_webhook.wiring`` builds."""
-    from landb_webhook.wiring import ask_openstack_once, build_provider  # noqa: PLC0415 (not for --help)
+    from landb_webhook.wiring import ask_openstack_once, build_provider, start_dns_watch  # noqa: PLC0415
 
     metrics = Metrics.create()
     try:
@@ -301,6 +301,7 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         return EXIT_CANNOT_START
     closeable: _Closeable = resources
     ask_openstack_once(resources)
+    start_dns_watch(settings, resources, metrics)
     try:
         api_app = create_api_app(
             provider,

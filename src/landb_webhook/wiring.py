@@ -56,6 +56,8 @@ class Resources:
     servers: OpenStackServerStore
     ownership: OwnershipStore
     lease: LeaseElector | None = None
+    published: PublicationLog = field(default_factory=PublicationLog)
+    """What the provider publishes, for the DNS watcher."""
     dns_watch: DnsWatch | None = None
     closed: bool = field(default=False)
 
@@ -266,7 +268,6 @@ def build_provider(
     if settings.leader_election:
         lease = lease_elector(settings, api_client_for(settings.kubeconfig))
         resources.lease = lease
-    published = PublicationLog()
     provider = LandbProvider(
         ports.nodes,
         ports.servers,
@@ -276,7 +277,7 @@ def build_provider(
         clock=clock,
         writer_lease=lease,
         state=ports.state,
-        published=published,
+        published=resources.published,
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
@@ -288,10 +289,14 @@ def build_provider(
     if lease is not None:
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
-    if settings.dns_watch:
-        resources.dns_watch = dns_watch(settings, published, metrics)
-        resources.dns_watch.start()
     return provider, resources
+
+
+def start_dns_watch(settings: Settings, resources: Resources, metrics: Metrics) -> None:
+    """``serve``'s DNS watcher, unless switched off; ``resources.close()`` stops it."""
+    if settings.dns_watch:
+        resources.dns_watch = dns_watch(settings, resources.published, metrics)
+        resources.dns_watch.start()
 
 
 def dns_resolver(settings: Settings) -> DnsResolver:
