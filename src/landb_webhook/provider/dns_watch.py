@@ -24,6 +24,7 @@ from landb_webhook.landb.propagation import (
     NoAnswer,
     Published,
     State,
+    Transition,
     describe,
     duration,
     judge,
@@ -222,24 +223,23 @@ class DnsWatch:
             self._metrics.dns_queries_total.labels(result=result).inc()
         change = transition(name, published, previous, current, now)
         if change is not None:
-            self._say(change.before, current, describe(change), name, published)
+            self._say(change)
         if current.known is State.PUBLISHED:
             self._published.settled(name)
         elif current.known is State.GONE:
             self._published.forget(name)
 
-    def _say(
-        self, before: State | None, current: Judgement, message: str, name: str, published: Published
-    ) -> None:
-        fields: dict[str, object] = {"name": name, "dns": str(current.known), "before": str(before)}
+    def _say(self, change: Transition) -> None:
+        known, published = change.after.known, change.published
+        fields: dict[str, object] = {"name": change.name, "dns": str(known), "before": str(change.before)}
         if published.written_at is not None:
-            fields["since_write"] = duration(current.since - published.written_at)
-        if current.known is State.CONFLICT:
-            log.warning(message, **fields, hint=CONFLICT_HINT)
-        elif before is None and current.known is State.PUBLISHED:
-            log.debug(message, **fields)  # as expected at start-up: not news
+            fields["since_write"] = duration(change.at - published.written_at)
+        if known is State.CONFLICT:
+            log.warning(describe(change), **fields, hint=CONFLICT_HINT)
+        elif change.before is None and known is State.PUBLISHED:
+            log.debug(describe(change), **fields)  # as expected at start-up: not news
         else:
-            log.info(message, **fields)
+            log.info(describe(change), **fields)
 
     def _say_resolver(self, answer: Answer, name: str) -> None:
         """A resolver failing is said once when it starts and once when it ends, never per name."""
