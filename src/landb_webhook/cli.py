@@ -392,10 +392,13 @@ def _label(name: str, domain: str) -> str:
 def status(settings: Settings, *, output: str) -> int:
     """Print the status of every alias; exit non-zero when something needs a human."""
 
+    from landb_webhook.wiring import check_dns  # noqa: PLC0415 (imports every adapter)
+
     def run(ports: Backends) -> int:
         found = _read_status(settings, ports, departed=True)
         read_from = _read_from(settings, lease=True)
-        print(status_json(found, read_from) if output == "json" else status_table(found, read_from))
+        dns = check_dns(settings, ports.state, found)
+        print(status_json(found, read_from, dns) if output == "json" else status_table(found, read_from, dns))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
 
     return _one_shot("status", settings, run)

@@ -40,10 +40,11 @@ from landb_webhook.config import ENV_PREFIX, SettingError, Settings, parse_resol
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
-from landb_webhook.provider.dns_watch import DnsWatch
+from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, ask_once, published_in
 from landb_webhook.provider.dns_watch import WatchOptions as DnsWatchOptions
 from landb_webhook.provider.health import HealthPolicy
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.publications import STATE_KEY, PublicationLog
+from landb_webhook.provider.status import ClusterStatus
 
 log = structlog.get_logger(__name__)
 
@@ -363,3 +364,20 @@ def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[B
         yield ports
     finally:
         resources.close()
+
+
+def check_dns(
+    settings: Settings, state: StateStore, status: ClusterStatus, *, clock: Callable[[], float] = time.time
+) -> DnsCheck:
+    """``status``'s DNS column: every name asked once, judged with the write times the webhook stored."""
+    resolver = dns_resolver(settings)
+    if not settings.dns_watch:
+        return DnsCheck({}, {}, clock(), resolver.where, skipped=f"{ENV_PREFIX}DNS_WATCH=false")
+    stored = PublicationLog()
+    try:
+        stored.merge_json(state.load().get(STATE_KEY, "{}"))
+    except UpstreamError as error:
+        log.warning("webhook state not read: DNS judged without the write times", reason=error.reason)
+    published = published_in(status, stored)
+    judgements = ask_once(published, resolver, now=clock(), sync_period=settings.landb_sync_period)
+    return DnsCheck(judgements, published, clock(), resolver.where)

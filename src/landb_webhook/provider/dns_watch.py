@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +33,7 @@ from landb_webhook.landb.propagation import (
 )
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.status import ClusterStatus
 
 log = structlog.get_logger(__name__)
 
@@ -264,3 +266,55 @@ class DnsWatch:
         states = [j.state for j in self.judgements().values()]
         for state in WATCHED_STATES:
             self._metrics.dns_names.labels(state=str(state)).set(states.count(state))
+
+
+# -- status: every name asked once ----------------------------------------------------------------------
+
+STATUS_CONCURRENCY = 8
+"""Questions ``status`` has in flight at once."""
+
+
+def published_in(status: ClusterStatus, stored: PublicationLog) -> dict[str, Published]:
+    """What each name of ``status`` should resolve to: the IPs of every node holding it (LanDB publishes
+    each holder), with the write time and former carriers stored by the webhook."""
+    ips_by_node = {node.name: node.internal_ips for node in status.nodes}
+    known = stored.published()
+    found = {}
+    for name in status.names:
+        ips = frozenset(ip for h in name.holdings for ip in ips_by_node.get(h.node, ()))
+        if not ips:
+            continue  # a plain alias only: LanDB answers it with a CNAME, which is not ours to judge
+        entry = known.get(name.dns_name, Published(frozenset()))
+        found[name.dns_name] = Published(ips, entry.former - ips, entry.written_at)
+    return found
+
+
+@dataclass(frozen=True)
+class DnsCheck:
+    """What ``status`` found in DNS, at ``now``; ``skipped`` says why nothing was asked."""
+
+    judgements: Mapping[str, Judgement]
+    published: Mapping[str, Published]
+    now: float
+    resolvers: str
+    skipped: str | None = None
+
+
+def ask_once(
+    published: Mapping[str, Published], resolver: NameResolver, *, now: float, sync_period: float
+) -> dict[str, Judgement]:
+    """Each name asked once, at most ``STATUS_CONCURRENCY`` at a time, and judged as a first look; when the
+    first gets no answer, the others are not asked (a resolver down would cost a timeout each)."""
+    names = sorted(published)
+    if not names:
+        return {}
+    first = resolver.resolve(names[0])
+    if isinstance(first, NoAnswer):
+        answers: dict[str, Answer] = dict.fromkeys(names, first)
+    else:
+        with ThreadPoolExecutor(STATUS_CONCURRENCY, thread_name_prefix="landb-dns-status") as pool:
+            answers = {
+                names[0]: first,
+                **dict(zip(names[1:], pool.map(resolver.resolve, names[1:]), strict=True)),
+            }
+    return {name: judge(published[name], answers[name], None, now, sync_period=sync_period) for name in names}
