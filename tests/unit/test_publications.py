@@ -89,3 +89,23 @@ def test_a_stored_value_it_did_not_write_is_said_and_ignored() -> None:
         "webhook state: the DNS write times are unreadable and ignored"
     ]
     assert log.published() == {"app.cern.ch": Published(frozenset({A}))}
+
+
+def test_a_removed_name_forgotten_is_not_brought_back_by_the_state_stored_before() -> None:
+    """The next apply reads the state (which still holds the name) before it stores it without."""
+    log = PublicationLog(retention=3600)
+    log.reported({"gone.cern.ch": [A], "aged.cern.ch": [B]}, T)
+    log.written(["gone.cern.ch", "aged.cern.ch"], T + 10)
+    log.reported({}, T + 60)
+    stored = log.to_json()
+    log.forget("gone.cern.ch")
+    log.reported({}, T + 3700)  # aged.cern.ch: past the retention
+
+    log.merge_json(stored)
+    assert log.published() == {}
+    assert set(json.loads(log.to_json())) == set()
+
+    log.merge_json("{}")  # stored without them: nothing left to remember
+    log.written(["gone.cern.ch"], T + 4000)  # written again: a new life
+    log.reported({"gone.cern.ch": [C]}, T + 4060)
+    assert log.published()["gone.cern.ch"].written_at == T + 4000

@@ -45,6 +45,9 @@ class PublicationLog:
     retention: float = DEFAULT_RETENTION
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _reported_once: bool = False
+    _dropped: dict[str, float | None] = field(default_factory=dict)
+    """Removed names forgotten (DNS dropped them, or the retention passed), with their write time: a state
+    stored before is not to bring them back. Kept while the stored state still holds them."""
     _lock: Lock = field(default_factory=Lock)
 
     def reported(self, carried: Mapping[str, Iterable[str]], now: float) -> None:
@@ -69,7 +72,7 @@ class PublicationLog:
                     written = found.written_at if found.awaiting_report else now
                     entries[name] = _Entry(frozenset(), found.former | found.ips, written)
                 elif found.written_at is None or now - found.written_at > self.retention:
-                    del entries[name]
+                    self._dropped[name] = entries.pop(name).written_at
                 elif found.awaiting_report:
                     entries[name] = replace(found, awaiting_report=False)
 
@@ -92,7 +95,7 @@ class PublicationLog:
         with self._lock:
             found = self._entries.get(name)
             if found is not None and not found.ips:
-                del self._entries[name]
+                self._dropped[name] = self._entries.pop(name).written_at
 
     def published(self) -> dict[str, Published]:
         """Every name whose carriers are known, removed ones included (with no IPs)."""
@@ -121,8 +124,11 @@ class PublicationLog:
             log.warning("webhook state: the DNS write times are unreadable and ignored", error=str(error))
             return
         with self._lock:
+            self._dropped = {name: at for name, at in self._dropped.items() if name in stored}
             for name, entry in stored.items():
                 found = self._entries.get(name)
+                if name in self._dropped and (entry.written_at or 0) <= (self._dropped[name] or 0):
+                    continue
                 if found is None:
                     self._entries[name] = entry
                 elif (entry.written_at or 0) > (found.written_at or 0):
