@@ -1,5 +1,6 @@
 """What must survive a restart, kept in the state store (backends.StateStore) and in memory: the servers
-holding owned tokens (provider.departed) and the removal window (provider.removals).
+holding owned tokens (provider.departed), the removal window (provider.removals) and when each name was
+written (provider.publications, for the DNS watcher).
 
 Read at every apply and merged with memory (another replica may have written it since, and what this one
 knows may not have been stored); written, fenced, when what it should hold changed. A failure either way
