@@ -283,7 +283,7 @@ def freeze_startup_objects() -> None:
 
 def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
     """Serve the webhook on already-bound sockets with the provider ``landb_webhook.wiring`` builds."""
-    from landb_webhook.wiring import ask_openstack_once, build_provider  # noqa: PLC0415 (not for --help)
+    from landb_webhook.wiring import ask_openstack_once, build_provider, start_dns_watch  # noqa: PLC0415
 
     metrics = Metrics.create()
     try:
@@ -301,6 +301,7 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         return EXIT_CANNOT_START
     closeable: _Closeable = resources
     ask_openstack_once(resources)
+    start_dns_watch(settings, resources, metrics)
     try:
         api_app = create_api_app(
             provider,
@@ -391,10 +392,13 @@ def _label(name: str, domain: str) -> str:
 def status(settings: Settings, *, output: str) -> int:
     """Print the status of every alias; exit non-zero when something needs a human."""
 
+    from landb_webhook.wiring import check_dns  # noqa: PLC0415 (imports every adapter)
+
     def run(ports: Backends) -> int:
         found = _read_status(settings, ports, departed=True)
         read_from = _read_from(settings, lease=True)
-        print(status_json(found, read_from) if output == "json" else status_table(found, read_from))
+        dns = check_dns(settings, ports.state, found)
+        print(status_json(found, read_from, dns) if output == "json" else status_table(found, read_from, dns))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
 
     return _one_shot("status", settings, run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,7 @@ NOT_SETTINGS = frozenset({"LANDB_TOOLS_DIR", "LANDB_EXTERNAL_DNS", "LANDB_FAULT_
 """``LANDB_*`` names the build scripts and the tests read (where tools are cached, seeds): no setting of
 the service, and no mistake either when they are set."""
 
+DNS_PORT = 53
 DEFAULT_MAX_REQUEST_BODY = 2**20
 """The largest request body read by default (LANDB_MAX_REQUEST_BODY): 1 MiB. external-dns sends ~200
 bytes per desired name (300 names: 60 KB; a first ApplyChanges twice that, with the TXT claims), so
@@ -241,6 +243,33 @@ class Settings(BaseSettings):
     )
     lease_retry_period: float = Field(2.0, gt=0, description="Seconds between acquire or renew attempts.")
 
+    # DNS watch
+    dns_watch: bool = Field(
+        True,
+        description="Watch what DNS answers for every published name (pending, published, stale, "
+        "conflict) in a thread of its own; it never changes a webhook answer.",
+    )
+    dns_resolvers: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Resolvers the DNS watch and `status` ask, separated by commas: `ip` or `ip:port` "
+        "(an IPv6 address with a port in brackets); none means the system's (/etc/resolv.conf).",
+    )
+    dns_queries_per_second: float = Field(
+        5.0, gt=0, le=50, description="Most DNS questions the watch asks in one second."
+    )
+    dns_recheck_period: float = Field(
+        120.0,
+        ge=10,
+        description="Seconds between two questions about one name; a name written since its last "
+        "question is asked first.",
+    )
+    landb_sync_period: float = Field(
+        900.0,
+        ge=60,
+        description="Seconds between two LanDB publications into DNS: a name answered by something "
+        "else for two of these after the write is in conflict.",
+    )
+
     # Operation
     dry_run: bool = Field(False, description="Log every metadata write instead of doing it.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
@@ -312,7 +341,14 @@ class Settings(BaseSettings):
             raise ValueError("not a Kubernetes label key")
         return value
 
-    @field_validator("domain_filter", "api_allowed_hosts", mode="before")
+    @field_validator("dns_resolvers")
+    @classmethod
+    def _resolvers_are_addresses(cls, value: list[str]) -> list[str]:
+        for resolver in value:
+            parse_resolver(resolver)  # InvalidResolver is a ValueError naming the bad one
+        return value
+
+    @field_validator("domain_filter", "api_allowed_hosts", "dns_resolvers", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         """Accept ``a.ch,b.org`` (env and flags) and a JSON list, as pydantic-settings users expect."""
@@ -329,6 +365,35 @@ class Settings(BaseSettings):
     @classmethod
     def _suffixes_are_lower_case(cls, value: list[str]) -> list[str]:
         return [suffix.strip().strip(".").lower() for suffix in value if suffix.strip().strip(".")]
+
+
+class InvalidResolver(ValueError):
+    """A resolver address that is not ``ip``, ``ip:port`` or ``[ipv6]:port``."""
+
+
+def parse_resolver(text: str) -> tuple[str, int]:
+    """``192.0.2.1``, ``192.0.2.1:5353``, ``2001:db8::1``, ``[2001:db8::1]:5353`` -> (address, port)."""
+    text = text.strip()
+    address, port = text, DNS_PORT
+    if text.startswith("["):
+        address, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise InvalidResolver(f"{text!r}: an IPv6 address with a port is written [address]:port")
+        port = _port(text, rest[1:]) if rest else DNS_PORT
+    elif text.count(":") == 1:
+        address, _, port_text = text.partition(":")
+        port = _port(text, port_text)
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise InvalidResolver(f"{text!r}: not an IP address (a resolver is ip or ip:port)") from None
+    return address, port
+
+
+def _port(text: str, port: str) -> int:
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidResolver(f"{text!r}: the port must be a number from 1 to 65535")
+    return int(port)
 
 
 def unknown_variables(environment: Mapping[str, str]) -> list[str]:

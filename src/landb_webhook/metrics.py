@@ -62,6 +62,9 @@ DROP_REASONS = (
 )
 """``dropped_endpoints_total`` reasons: the provider's own, plus landb.names' InvalidName kinds."""
 ALIAS_OWNERSHIP = ("owned", "unowned")
+DNS_STATES = ("pending", "published", "stale", "conflict", "unknown")
+"""``dns_names`` states: landb.propagation.WATCHED_STATES (tests/unit/test_webhook_metrics.py checks)."""
+DNS_QUERY_RESULTS = ("answered", "no_answer")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,14 @@ class Metrics:
     last_successful_sync_timestamp_seconds: Gauge
     """Unix time of the last Records or ApplyChanges that fully succeeded: advances every external-dns loop
     while the webhook can do its job."""
+    # Filled by the DNS watcher (provider/dns_watch.py).
+    dns_names: Gauge
+    """Names by what DNS answers for them (``state``: pending, published, stale, conflict, unknown)."""
+    dns_oldest_pending_seconds: Gauge
+    """Seconds the longest-pending name has waited for DNS since its write (0 when none waits)."""
+    dns_queries_total: Counter
+    """Questions the DNS watcher asked, by ``result``: ``answered`` or ``no_answer`` (resolver failed)."""
+
     provider_calls_in_flight: Gauge
     """Webhook calls handed to a provider thread and not returned yet, those past their reply deadline
     included: above 0 for minutes while nothing returns is the stall /healthz fails on."""
@@ -254,6 +265,23 @@ class Metrics:
                 "Webhook calls running in a provider thread, those past their reply deadline included.",
                 registry=registry,
             ),
+            dns_names=Gauge(
+                f"{PREFIX}_dns_names",
+                "Published names by what DNS answers: pending, published, stale, conflict, unknown.",
+                ["state"],
+                registry=registry,
+            ),
+            dns_oldest_pending_seconds=Gauge(
+                f"{PREFIX}_dns_oldest_pending_seconds",
+                "Seconds the longest-pending name has waited for DNS since its write (0: none waits).",
+                registry=registry,
+            ),
+            dns_queries_total=Counter(
+                f"{PREFIX}_dns_queries_total",
+                "DNS questions the watcher asked, by result (answered|no_answer).",
+                ["result"],
+                registry=registry,
+            ),
         )
         # Series with a known, small label set exist from the start, so rate() works from the first write.
         for operation in WRITE_OPERATIONS:
@@ -274,6 +302,10 @@ class Metrics:
             metrics.dropped_endpoints_total.labels(reason=reason)
         for ownership in ALIAS_OWNERSHIP:
             metrics.aliases_published.labels(ownership=ownership)
+        for state in DNS_STATES:
+            metrics.dns_names.labels(state=state)
+        for result in DNS_QUERY_RESULTS:
+            metrics.dns_queries_total.labels(result=result)
         return metrics
 
     def watch(self, *, writer_lease_held: Callable[[], bool], node_cache_age: Callable[[], float]) -> None:

@@ -10,7 +10,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from landb_webhook.landb.propagation import State, answered, duration
 from landb_webhook.provider.adopt import AdoptionPlan, Decision
+from landb_webhook.provider.dns_watch import DnsCheck
 from landb_webhook.provider.status import ClusterStatus, Holding, NameStatus
 
 NONE = "none"
@@ -36,7 +38,7 @@ class ReadFrom:
         ]
 
 
-def status_json(status: ClusterStatus, read_from: ReadFrom) -> str:
+def status_json(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | None = None) -> str:
     """Every field of the status; ``needs_human`` lists what makes ``status`` exit non-zero."""
     document: dict[str, Any] = {
         "read_from": asdict(read_from),
@@ -50,6 +52,7 @@ def status_json(status: ClusterStatus, read_from: ReadFrom) -> str:
                 "carriers": [_holding_json(h) for h in name.holdings],
                 "plain_alias_nodes": list(name.plain_nodes),
                 "problems": list(name.problems),
+                **({"dns": _dns_json(dns, name.dns_name)} if dns is not None else {}),
             }
             for name in status.names
         ],
@@ -96,19 +99,25 @@ def status_json(status: ClusterStatus, read_from: ReadFrom) -> str:
         ],
         "needs_human": status.attention(),
     }
+    if dns is not None:
+        document["dns"] = {"resolvers": dns.resolvers, "skipped": dns.skipped, "at": dns.now}
     return json.dumps(document, indent=2)
 
 
-def status_table(status: ClusterStatus, read_from: ReadFrom) -> str:
+def status_table(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | None = None) -> str:
     ingress = sum(1 for node in status.nodes if node.ingress)
+    asked = dns if dns is not None and dns.skipped is None else None
+    dns_header = ("DNS", "WRITTEN") if asked is not None else ()
     lines = [
         *read_from.lines(),
+        *([_dns_line(dns)] if dns is not None else []),
         "",
         *_columns(
-            ("NAME", "CLAIM", "INGRESS", "CARRIERS"),
+            ("NAME", *dns_header, "CLAIM", "INGRESS", "CARRIERS"),
             [
                 (
                     name.dns_name,
+                    *(_dns_cells(asked, name.dns_name) if asked is not None else ()),
                     _claim_text(name.claimed, name.owners),
                     ", ".join(name.resources) or "-",
                     _name_carriers_text(name),
@@ -203,6 +212,39 @@ def adoption_text(
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+
+def _dns_line(dns: DnsCheck) -> str:
+    if dns.skipped is not None:
+        return f"DNS: not asked ({dns.skipped})"
+    return f"DNS: asked {dns.resolvers}"
+
+
+def _dns_cells(dns: DnsCheck, name: str) -> tuple[str, str]:
+    """``published``, ``pending (no such name)``, ``conflict (CNAME x.cern.ch.)``; and how long ago the
+    webhook wrote the name, when it knows."""
+    judged = dns.judgements.get(name)
+    state = "-"
+    if judged is not None:
+        state = str(judged.state)
+        if judged.state not in (State.PUBLISHED, State.UNKNOWN):
+            state += f" ({answered(judged.answer)})"
+    published = dns.published.get(name)
+    written = published.written_at if published is not None else None
+    return state, "-" if written is None else f"{duration(dns.now - written)} ago"
+
+
+def _dns_json(dns: DnsCheck, name: str) -> dict[str, Any] | None:
+    judged = dns.judgements.get(name)
+    published = dns.published.get(name)
+    if judged is None and published is None:
+        return None
+    return {
+        "state": str(judged.state) if judged is not None else None,
+        "answer": answered(judged.answer) if judged is not None else None,
+        "written_at": published.written_at if published is not None else None,
+        "expected_ips": sorted(published.ips) if published is not None else [],
+    }
 
 
 def _holding_json(holding: Holding) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from landb_webhook.adapters import cloudconf
+from landb_webhook.adapters.dns import DnsResolver
 from landb_webhook.adapters.kubeclient import (
     ApiClient,
     Namespace,
@@ -35,11 +36,15 @@ from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
 from landb_webhook.backends import OwnershipStore, StateStore, UpstreamError
-from landb_webhook.config import ENV_PREFIX, SettingError, Settings
+from landb_webhook.config import ENV_PREFIX, SettingError, Settings, parse_resolver
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
+from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, ask_once, published_in
+from landb_webhook.provider.dns_watch import WatchOptions as DnsWatchOptions
 from landb_webhook.provider.health import HealthPolicy
+from landb_webhook.provider.publications import STATE_KEY, PublicationLog
+from landb_webhook.provider.status import ClusterStatus
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +57,9 @@ class Resources:
     servers: OpenStackServerStore
     ownership: OwnershipStore
     lease: LeaseElector | None = None
+    published: PublicationLog = field(default_factory=PublicationLog)
+    """What the provider publishes, for the DNS watcher."""
+    dns_watch: DnsWatch | None = None
     closed: bool = field(default=False)
 
     def close(self) -> None:
@@ -59,6 +67,8 @@ class Resources:
         if self.closed:
             return
         self.closed = True
+        if self.dns_watch is not None:
+            self.dns_watch.stop()
         if self.lease is not None:
             self.lease.stop()
         self.nodes.stop()
@@ -268,6 +278,7 @@ def build_provider(
         clock=clock,
         writer_lease=lease,
         state=ports.state,
+        published=resources.published,
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
@@ -280,6 +291,29 @@ def build_provider(
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
     return provider, resources
+
+
+def start_dns_watch(settings: Settings, resources: Resources, metrics: Metrics) -> None:
+    """``serve``'s DNS watcher, unless switched off; ``resources.close()`` stops it."""
+    if settings.dns_watch:
+        resources.dns_watch = dns_watch(settings, resources.published, metrics)
+        resources.dns_watch.start()
+
+
+def dns_resolver(settings: Settings) -> DnsResolver:
+    return DnsResolver([parse_resolver(resolver) for resolver in settings.dns_resolvers])
+
+
+def dns_watch(
+    settings: Settings, published: PublicationLog, metrics: Metrics, *, clock: Callable[[], float] = time.time
+) -> DnsWatch:
+    """The DNS watcher over what the provider publishes; not started."""
+    options = DnsWatchOptions(
+        queries_per_second=settings.dns_queries_per_second,
+        recheck_period=settings.dns_recheck_period,
+        sync_period=settings.landb_sync_period,
+    )
+    return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock)
 
 
 def ask_openstack_once(resources: Resources) -> threading.Thread:
@@ -330,3 +364,20 @@ def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[B
         yield ports
     finally:
         resources.close()
+
+
+def check_dns(
+    settings: Settings, state: StateStore, status: ClusterStatus, *, clock: Callable[[], float] = time.time
+) -> DnsCheck:
+    """``status``'s DNS column: every name asked once, judged with the write times the webhook stored."""
+    resolver = dns_resolver(settings)
+    if not settings.dns_watch:
+        return DnsCheck({}, {}, clock(), resolver.where, skipped=f"{ENV_PREFIX}DNS_WATCH=false")
+    stored = PublicationLog()
+    try:
+        stored.merge_json(state.load().get(STATE_KEY, "{}"))
+    except UpstreamError as error:
+        log.warning("webhook state not read: DNS judged without the write times", reason=error.reason)
+    published = published_in(status, stored)
+    judgements = ask_once(published, resolver, now=clock(), sync_period=settings.landb_sync_period)
+    return DnsCheck(judgements, published, clock(), resolver.where)

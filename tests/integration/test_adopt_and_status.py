@@ -68,6 +68,7 @@ class World:
             f"--os-cloud={self.config.cloud_name}",
             f"--kubeconfig={self.config.kubeconfig}",
             f"--ownership-namespace={NAMESPACE}",
+            "--no-dns-watch",  # status asks no DNS here: tests/integration/test_status_dns.py does
         ]
 
     def run(self, command: str, *args: str, flags: list[str] | None = None) -> tuple[int, str, str]:
@@ -272,7 +273,8 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
         f"Claims: ConfigMap {NAMESPACE}/{CONFIGMAP} (namespace from LANDB_OWNERSHIP_NAMESPACE)",
         "Writer lease: default/landb-webhook: nobody: no Lease yet (no webhook has run with leader election)",
     ]
-    assert lines[4].split() == ["NAME", "CLAIM", "INGRESS", "CARRIERS"]
+    assert lines[3] == "DNS: not asked (LANDB_DNS_WATCH=false)"
+    assert lines[5].split() == ["NAME", "CLAIM", "INGRESS", "CARRIERS"]
     row = next(line for line in lines if line.startswith("app.cern.ch "))
     assert f"owner {OWNER}  ingress/default/app" in row
     assert f"{nodes['n0']} N=0, {nodes['n1']} N=1 (not Ready), {nodes['n2']} N=2" in row

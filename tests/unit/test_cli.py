@@ -335,6 +335,7 @@ def build_provider(settings, metrics):
 composition_root = types.ModuleType("landb_webhook.wiring")
 composition_root.build_provider = build_provider
 composition_root.ask_openstack_once = lambda resources: None
+composition_root.start_dns_watch = lambda settings, resources, metrics: None
 sys.modules["landb_webhook.wiring"] = composition_root
 
 from landb_webhook.cli import main
@@ -415,6 +416,7 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
     composition_root = types.ModuleType("landb_webhook.wiring")
     composition_root.build_provider = build_provider  # type: ignore[attr-defined]
     composition_root.ask_openstack_once = lambda resources: None  # type: ignore[attr-defined]
+    composition_root.start_dns_watch = lambda *arguments: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)
     with restored_logging():
         code = main(["serve", "--api-port=0", "--health-host=127.0.0.1", "--health-port=0"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from landb_webhook.config import Settings
+from landb_webhook.config import InvalidResolver, Settings, parse_resolver
 
 
 def test_defaults_are_production_safe(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,3 +77,22 @@ def test_the_renew_deadline_must_leave_room_for_one_upstream_timeout_after_a_ren
         Settings(upstream_timeout=8, lease_renew_deadline=10, lease_retry_period=2)
     assert Settings(upstream_timeout=8, leader_election=False).upstream_timeout == 8  # no lease, no fence
     assert Settings().lease_renew_deadline > Settings().upstream_timeout + 1.2 * Settings().lease_retry_period
+
+
+def test_resolver_addresses_are_ip_or_ip_and_port() -> None:
+    assert parse_resolver("192.0.2.1") == ("192.0.2.1", 53)
+    assert parse_resolver("192.0.2.1:5353") == ("192.0.2.1", 5353)
+    assert parse_resolver("2001:db8::1") == ("2001:db8::1", 53)
+    assert parse_resolver("[2001:db8::1]:5353") == ("2001:db8::1", 5353)
+    for bad in ("dns.cern.ch", "192.0.2.1:0", "192.0.2.1:x", "[2001:db8::1", "[::1]x"):
+        with pytest.raises(InvalidResolver):
+            parse_resolver(bad)
+
+
+def test_dns_resolvers_are_a_comma_list_each_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANDB_DNS_RESOLVERS", "192.0.2.1, 192.0.2.2:5353")
+    assert Settings().dns_resolvers == ["192.0.2.1", "192.0.2.2:5353"]
+
+    monkeypatch.setenv("LANDB_DNS_RESOLVERS", "192.0.2.1,dns.cern.ch")
+    with pytest.raises(ValidationError, match=r"dns\.cern\.ch"):
+        Settings()

@@ -59,6 +59,7 @@ from landb_webhook.backends import OwnershipStore, Server, ServerStore, Upstream
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, plan_changes
+from landb_webhook.provider import publications
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, named
 from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
@@ -230,6 +231,7 @@ class Applier:
 
         # 6. make writes, then 7. break writes (write_in_order).
         outcome = write_in_order(self._executor, plan.servers, fence)
+        context.published.written(publications.landed(plan, outcome, context.options), context.clock())
         if outcome.abandoned is not None:
             raise outcome.abandoned
 

@@ -16,6 +16,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.provider.health import Placement
 from landb_webhook.provider.inventory import Inventory
 from landb_webhook.provider.options import ProviderOptions
+from landb_webhook.provider.publications import PublicationLog
 
 log = structlog.get_logger("landb_webhook.provider")
 
@@ -32,6 +33,8 @@ class Context:
     clock: Callable[[], float] = time.time
     """Epoch seconds, compared with the API's timestamps (grace periods) and stamping the removal window."""
     warnings: RepeatLimitedLog = field(default_factory=lambda: RepeatLimitedLog(log))
+    published: PublicationLog = field(default_factory=PublicationLog)
+    """What each name should resolve to and when it was written, for the DNS watcher."""
 
     def warn_once(self, subject: str, message: str, **fields: object) -> None:
         """Warn once per period (logs.REPEAT_PERIOD_SECONDS), with how many repeats were skipped: one bad

@@ -23,6 +23,7 @@ from landb_webhook.provider.interface import Readiness
 from landb_webhook.provider.inventory import InventoryReader
 from landb_webhook.provider.kept_state import KeptState
 from landb_webhook.provider.options import ProviderOptions
+from landb_webhook.provider.publications import PublicationLog
 from landb_webhook.provider.records import RecordsView
 
 
@@ -38,15 +39,17 @@ class LandbProvider:
         clock: Callable[[], float] = time.time,
         writer_lease: WriterLease | None = None,
         state: StateStore | None = None,
+        published: PublicationLog | None = None,
     ) -> None:
         """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
         stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
-        ``state`` None: what must survive a restart is kept in memory only."""
+        ``state`` None: what must survive a restart is kept in memory only; ``published``: where what is
+        published and when it was written is told (the DNS watcher reads it)."""
         self._nodes = nodes
         self._servers = servers
         self._options = options
-        context = Context(options, metrics, clock)
-        kept = KeptState(state, options.removal_guard.window_seconds)
+        context = Context(options, metrics, clock, published=published or PublicationLog())
+        kept = KeptState(state, options.removal_guard.window_seconds, context.published)
         inventory = InventoryReader(
             nodes, servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for
         )

@@ -1,5 +1,6 @@
 """What must survive a restart, kept in the state store (backends.StateStore) and in memory: the servers
-holding owned tokens (provider.departed) and the removal window (provider.removals).
+holding owned tokens (provider.departed), the removal window (provider.removals) and when each name was
+written (provider.publications, for the DNS watcher).
 
 Read at every apply and merged with memory (another replica may have written it since, and what this one
 knows may not have been stored); written, fenced, when what it should hold changed. A failure either way
@@ -11,7 +12,7 @@ from __future__ import annotations
 import structlog
 
 from landb_webhook.backends import StateStore, UpstreamError
-from landb_webhook.provider import departed
+from landb_webhook.provider import departed, publications
 from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
 from landb_webhook.provider.removals import WINDOW_STATE_KEY, RemovalWindow
@@ -20,8 +21,14 @@ log = structlog.get_logger(__name__)
 
 
 class KeptState:
-    def __init__(self, store: StateStore | None, window_seconds: float) -> None:
-        """``store`` None: kept in memory only."""
+    def __init__(
+        self,
+        store: StateStore | None,
+        window_seconds: float,
+        published: publications.PublicationLog | None = None,
+    ) -> None:
+        """``store`` None: kept in memory only; ``published``: the DNS write times kept with the rest."""
+        self.published = published if published is not None else publications.PublicationLog()
         self._store = store
         self._stored: dict[str, str] | None = None
         """What the state store held when last read or written; None until it was read."""
@@ -56,6 +63,7 @@ class KeptState:
             log.warning("webhook state unreadable: ignored", error=str(error))
             return
         self.remembered = remembered | self.remembered
+        self.published.merge_json(stored.get(publications.STATE_KEY, "{}"))
         if window:
             self.window = self.window.merged(stored_window)
 
@@ -66,6 +74,7 @@ class KeptState:
         wanted = {
             departed.STATE_KEY: departed.to_json(self.remembered),
             WINDOW_STATE_KEY: self.window.to_json(),
+            publications.STATE_KEY: self.published.to_json(),
         }
         if wanted == self._stored:
             return

@@ -1,0 +1,226 @@
+"""Properties of DNS PROPAGATION (landb/propagation.py): one check of one name, judged."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from landb_webhook.landb.propagation import (
+    CONFLICT_AFTER_SYNC_PERIODS,
+    Addresses,
+    Alias,
+    Answer,
+    Judgement,
+    NoAnswer,
+    NoName,
+    Published,
+    State,
+    describe,
+    judge,
+    transition,
+)
+
+PERIOD = 900.0
+START = 1_800_000_000.0
+LIMIT = CONFLICT_AFTER_SYNC_PERIODS * PERIOD
+
+ips = st.frozensets(st.sampled_from([f"10.0.0.{i}" for i in range(1, 9)]), max_size=5)
+times = st.floats(min_value=0, max_value=4 * LIMIT, allow_nan=False)
+
+
+@st.composite
+def publications(draw: st.DrawFn) -> Published:
+    carried = draw(ips)
+    former = draw(ips) - carried
+    written = draw(st.none() | times.map(lambda t: START + t))
+    return Published(carried, former, written)
+
+
+answers: st.SearchStrategy[Answer] = st.one_of(
+    ips.filter(bool).map(Addresses),
+    st.just(Alias("elsewhere.cern.ch.")),
+    st.just(NoName()),
+    st.just(NoAnswer("timed out")),
+)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[Published, list[tuple[float, Answer]]]:
+    """A publication and answers at increasing times from the write (or from START)."""
+    published = draw(publications())
+    at = published.written_at or START
+    checks = []
+    for gap in draw(st.lists(st.floats(min_value=0, max_value=LIMIT / 3, allow_nan=False), max_size=12)):
+        at += gap
+        checks.append((at, draw(answers)))
+    return published, checks
+
+
+def replay(published: Published, checks: list[tuple[float, Answer]]) -> list[Judgement]:
+    judged: list[Judgement] = []
+    for at, answer in checks:
+        judged.append(judge(published, answer, judged[-1] if judged else None, at, sync_period=PERIOD))
+    return judged
+
+
+@given(publications().filter(lambda p: bool(p.ips)), times, answers)
+def test_answering_exactly_the_carriers_ips_is_published_whatever_came_before(
+    published: Published, offset: float, before: Answer
+) -> None:
+    previous = judge(published, before, None, START, sync_period=PERIOD)
+
+    judged = judge(published, Addresses(published.ips), previous, START + offset, sync_period=PERIOD)
+
+    assert judged.state is State.PUBLISHED
+
+
+@given(histories())
+def test_a_resolver_failure_changes_nothing_about_the_name(
+    history: tuple[Published, list[tuple[float, Answer]]],
+) -> None:
+    """Never blamed on the name: the judgement after a failure then an answer is the one without it."""
+    published, checks = history
+    judged = replay(published, checks)
+    for (at, answer), previous, current in zip(checks, [None, *judged], judged, strict=False):
+        if isinstance(answer, NoAnswer):
+            assert current.state is State.UNKNOWN
+            assert transition("app.cern.ch", published, previous, current, at) is None
+            if previous is not None:
+                assert (current.known, current.since, current.mismatch_since) == (
+                    previous.known,
+                    previous.since,
+                    previous.mismatch_since,
+                )
+    real = [(at, answer) for at, answer in checks if not isinstance(answer, NoAnswer)]
+    without_failures = replay(published, real)
+    if without_failures:
+        last = judged[-1] if not isinstance(checks[-1][1], NoAnswer) else None
+        if last is not None:
+            assert (last.known, last.since, last.mismatch_since) == (
+                without_failures[-1].known,
+                without_failures[-1].since,
+                without_failures[-1].mismatch_since,
+            )
+
+
+@given(histories())
+def test_a_conflict_is_a_foreign_answer_that_lasted_two_sync_periods_past_the_write(
+    history: tuple[Published, list[tuple[float, Answer]]],
+) -> None:
+    published, checks = history
+    judged = replay(published, checks)
+    for (at, _), current in zip(checks, judged, strict=True):
+        if current.known is not State.CONFLICT:
+            continue
+        assert current.mismatch_since is not None
+        assert at - current.mismatch_since > LIMIT
+        if published.written_at is not None:
+            assert at - published.written_at > LIMIT
+
+
+@given(histories())
+def test_a_foreign_answer_kept_past_two_sync_periods_after_the_write_is_a_conflict(
+    history: tuple[Published, list[tuple[float, Answer]]],
+) -> None:
+    published, checks = history
+    written = published.written_at if published.written_at is not None else START
+    foreign = Alias("other.cern.ch.")
+    late = [*checks, (max([written, *(at for at, _ in checks)]) + LIMIT + 1, foreign)]
+    later = [*late, (late[-1][0] + LIMIT + 1, foreign)]
+
+    assert replay(published, later)[-1].state is State.CONFLICT
+
+
+@given(histories())
+def test_what_we_published_never_makes_a_conflict(
+    history: tuple[Published, list[tuple[float, Answer]]],
+) -> None:
+    """Answers made only of carriers' and former carriers' IPs, or no name at all."""
+    published, checks = history
+    ours = [
+        (at, answer)
+        for at, answer in checks
+        if not isinstance(answer, Alias)
+        and not (isinstance(answer, Addresses) and not answer.ips <= published.ips | published.former)
+    ]
+
+    assert all(j.state is not State.CONFLICT for j in replay(published, ours))
+
+
+@given(histories())
+def test_a_pending_begun_by_the_write_is_as_old_as_the_write(
+    history: tuple[Published, list[tuple[float, Answer]]],
+) -> None:
+    published, checks = history
+    for (at, _), current in zip(checks, replay(published, checks), strict=True):
+        assert current.since <= at
+        if current.known is State.PENDING and published.written_at is not None:
+            assert current.since >= published.written_at
+
+
+@given(publications(), times)
+def test_no_such_name_is_gone_for_a_removed_name_and_pending_for_a_carried_one(
+    published: Published, offset: float
+) -> None:
+    judged = judge(published, NoName(), None, START + offset, sync_period=PERIOD)
+
+    assert judged.state is (State.PENDING if published.ips else State.GONE)
+
+
+@given(histories())
+def test_a_transition_is_said_exactly_when_the_known_state_changes(
+    history: tuple[Published, list[tuple[float, Answer]]],
+) -> None:
+    published, checks = history
+    judged = replay(published, checks)
+    said = []
+    for (at, _), previous, current in zip(checks, [None, *judged], judged, strict=False):
+        change = transition("app.cern.ch", published, previous, current, at)
+        if change is not None:
+            assert change.before != change.after.known
+            assert describe(change).startswith("app.cern.ch ")
+            said.append(change.after.known)
+    known = [j.known for j in judged if j.known is not None]
+    changes = [b for a, b in zip([None, *known], known, strict=False) if a != b]
+    assert said == changes
+
+
+def test_the_former_carriers_answered_beside_the_new_ones_are_stale_and_alone_pending() -> None:
+    published = Published(frozenset({"10.0.0.2"}), frozenset({"10.0.0.1"}), START)
+
+    beside = judge(
+        published, Addresses(frozenset({"10.0.0.1", "10.0.0.2"})), None, START + 60, sync_period=PERIOD
+    )
+    alone = judge(published, Addresses(frozenset({"10.0.0.1"})), None, START + 60, sync_period=PERIOD)
+
+    assert (beside.state, alone.state, alone.since) == (State.STALE, State.PENDING, START)
+
+
+def test_a_published_name_that_starts_answering_something_else_counts_from_then() -> None:
+    """Written long ago: the two sync periods run from when the foreign answer began, not the write."""
+    published = Published(frozenset({"10.0.0.2"}), frozenset(), START)
+    fine = judge(published, Addresses(frozenset({"10.0.0.2"})), None, START + 10 * LIMIT, sync_period=PERIOD)
+    turned = START + 11 * LIMIT
+
+    first = judge(published, Alias("x.cern.ch."), fine, turned, sync_period=PERIOD)
+    still = judge(published, Alias("x.cern.ch."), first, turned + LIMIT, sync_period=PERIOD)
+    past = judge(published, Alias("x.cern.ch."), still, turned + LIMIT + 1, sync_period=PERIOD)
+
+    assert [j.state for j in (fine, first, still, past)] == [
+        State.PUBLISHED,
+        State.PENDING,
+        State.PENDING,
+        State.CONFLICT,
+    ]
+    assert (first.since, past.since) == (turned, turned + LIMIT + 1)
+
+
+def test_the_published_line_says_how_many_nodes_and_how_long_after_the_write() -> None:
+    published = Published(frozenset({"10.0.0.1", "10.0.0.2", "10.0.0.3"}), frozenset(), START)
+    pending = judge(published, NoName(), None, START + 60, sync_period=PERIOD)
+    done = judge(published, Addresses(published.ips), pending, START + 660, sync_period=PERIOD)
+
+    change = transition("myapp.cern.ch", published, pending, done, START + 660)
+
+    assert change is not None
+    assert describe(change) == "myapp.cern.ch resolves to its 3 ingress nodes, 11 min after the write"
