@@ -74,3 +74,15 @@ def test_demo_instructions_are_ready_to_paste() -> None:
     openstack = next(w for w in commands if w[0] == "OS_CLIENT_CONFIG_FILE=/tmp/demo state/clouds.yaml")
     # The CLI make demo installed, so the line works without activating the virtualenv.
     assert shutil.which(openstack[1]) is not None, openstack
+
+
+@pytest.mark.parametrize("period", ["0", "-5", "soon", "inf"])
+def test_a_dns_sync_period_that_is_not_positive_seconds_is_refused_before_anything_starts(
+    period: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", f"--state-dir={tmp_path}", f"--dns-sync-period={period}"])
+
+    assert exited.value.code == 2
+    assert "argument --dns-sync-period: " in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

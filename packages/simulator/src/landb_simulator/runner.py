@@ -25,6 +25,7 @@ def run_simulator(
     host: str = "127.0.0.1",
     port: int = 0,
     cluster: str = "demo",
+    dns_port: int = 0,
     dns_sync_period: float = LANDB_SYNC_PERIOD,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
@@ -36,7 +37,9 @@ def run_simulator(
     with _stop_on_signals(stop):
         state = SimulatorState()
         nodes = seed_cluster(state, cluster=cluster, ingress_nodes=ingress_nodes, workers=workers)
-        with Simulator(host, port, state=state, dns_sync_period=dns_sync_period) as simulator:
+        with Simulator(
+            host, port, state=state, dns_port=dns_port, dns_sync_period=dns_sync_period
+        ) as simulator:
             config = simulator.write_client_config(Path(state_dir))
             print(f"Simulator (Keystone, Nova, Kubernetes) listening on {simulator.url}", file=out)
             print(
