@@ -387,20 +387,23 @@ def test_the_status_and_adopt_lines_the_demo_prints_work_as_printed(world: World
         cloud_name=world.config.cloud_name,
         ingress_ips=["192.0.2.1"],
         node_name=n0,
+        dns=world.sim.dns.address,
+        dns_sync_period=30,
     )
     lines = [shlex.split(line) for line in text.splitlines() if line.lstrip().startswith("LANDB_")]
-    assert [words[4] for words in lines] == ["status", "adopt"]
+    assignments_of = [next(i for i, word in enumerate(words) if "=" not in word) for words in lines]
+    assert [words[n + 1] for words, n in zip(lines, assignments_of, strict=True)] == ["status", "adopt"]
     # Only what the line sets: none of the simulator's variables the test session exported.
     clean = {
         name: value for name, value in os.environ.items() if not name.startswith(("OS_", "KUBE", "LANDB_"))
     }
 
     ran = []
-    for words in lines:
-        assignments = dict(word.split("=", 1) for word in words[:3])
+    for words, n in zip(lines, assignments_of, strict=True):
+        assignments = dict(word.split("=", 1) for word in words[:n])
         ran.append(
             subprocess.run(
-                words[3:],
+                words[n:],
                 env={**clean, **assignments},
                 capture_output=True,
                 text=True,

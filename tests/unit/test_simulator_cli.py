@@ -47,9 +47,13 @@ def test_demo_instructions_are_ready_to_paste() -> None:
         cloud_name="simulator",
         ingress_ips=["188.184.1.3", "188.184.1.2"],
         node_name="demo-abc-node-0",
+        dns="127.0.0.1:5353",
+        dns_sync_period=30,
     )
     commands = [
-        shlex.split(line) for line in text.splitlines() if line.strip().startswith(("curl", "kubectl", "OS_"))
+        shlex.split(line)
+        for line in text.splitlines()
+        if line.strip().startswith(("curl", "kubectl", "OS_", "dig"))
     ]
 
     apply = next(words for words in commands if "-X" in words and words[-1].startswith("{"))
@@ -74,6 +78,7 @@ def test_demo_instructions_are_ready_to_paste() -> None:
     openstack = next(w for w in commands if w[0] == "OS_CLIENT_CONFIG_FILE=/tmp/demo state/clouds.yaml")
     # The CLI make demo installed, so the line works without activating the virtualenv.
     assert shutil.which(openstack[1]) is not None, openstack
+    assert ["dig", "@127.0.0.1", "-p", "5353", "myapp.cern.ch"] in commands  # the simulated LanDB
 
 
 @pytest.mark.parametrize("period", ["0", "-5", "soon", "inf"])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from landb_simulator import landb_dns
-from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, PROG, run_demo
+from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, DEMO_SYNC_PERIOD, PROG, run_demo
 from landb_simulator.landb_dns import LANDB_SYNC_PERIOD
 from landb_simulator.runner import run_simulator
 from landb_webhook.cli import EXIT_INVALID_SETTINGS, describe_unknown_variables
@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--api-port", type=int, default=8888, help="webhook API port (default: 8888)")
     demo.add_argument("--health-port", type=int, default=8080, help="health/metrics port (default: 8080)")
+    demo.add_argument(
+        "--dns-sync-period",
+        type=_seconds,
+        default=DEMO_SYNC_PERIOD,
+        help=f"seconds between two publications in DNS (default: {DEMO_SYNC_PERIOD:g}; LanDB's: 900)",
+    )
     return parser
 
 
@@ -92,7 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             dns_sync_period=args.dns_sync_period,
         )
         return 0
-    return run_demo(args.state_dir, api_port=args.api_port, health_port=args.health_port)
+    return run_demo(
+        args.state_dir,
+        api_port=args.api_port,
+        health_port=args.health_port,
+        dns_sync_period=args.dns_sync_period,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover
