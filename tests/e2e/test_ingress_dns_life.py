@@ -54,21 +54,21 @@ def answered(world: IngressWorld, name: str = NAME) -> list[str] | None:
     )
 
 
+def watcher_lines(world: IngressWorld) -> list[dict[str, Any]]:
+    """The watcher's log lines about the name, in order (JSON lines carrying ``dns``, its new state)."""
+    entries = [json.loads(line) for line in world.webhook.log_text().splitlines() if line.startswith("{")]
+    return [entry for entry in entries if entry.get("name") == NAME and "dns" in entry]
+
+
 def watcher_says(world: IngressWorld, state: str) -> dict[str, Any]:
     """Wait (bounded) for the watcher's log line putting the name in ``state``; return it."""
     deadline = time.monotonic() + WATCHER_DEADLINE
     while time.monotonic() < deadline:
-        for line in world.webhook.log_text().splitlines():
-            entry = json.loads(line) if line.startswith("{") else {}
-            if entry.get("name") == NAME and entry.get("dns") == state:
-                return entry
+        said = [entry for entry in watcher_lines(world) if entry["dns"] == state]
+        if said:
+            return said[0]
         time.sleep(0.2)
     pytest.fail(f"the DNS watcher did not say {NAME} is {state} within {WATCHER_DEADLINE:g}s")
-
-
-def watcher_states(world: IngressWorld) -> list[str]:
-    lines = [json.loads(line) for line in world.webhook.log_text().splitlines() if line.startswith("{")]
-    return [entry["dns"] for entry in lines if entry.get("name") == NAME and "dns" in entry]
 
 
 def converge(world: IngressWorld) -> None:
@@ -99,4 +99,9 @@ def test_an_ingress_name_goes_pending_published_stale_gone(world: IngressWorld) 
     world.sim.dns.sync()
     assert answered(world) is None  # gone
     watcher_says(world, "gone")
-    assert watcher_states(world) == ["pending", "published", "stale", "gone"]  # each said once, in order
+    assert [entry["dns"] for entry in watcher_lines(world)] == [
+        "pending",
+        "published",
+        "stale",
+        "gone",
+    ]  # each said once, in order
