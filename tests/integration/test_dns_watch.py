@@ -291,3 +291,32 @@ def test_a_name_written_since_its_last_question_is_asked_first(knot: KnotServer)
     w.clock.advance(120)  # every name is due again
 
     assert w.step_at(1) == ["order3.cern.ch"]
+
+
+def test_a_published_name_taken_by_someone_else_turns_conflict_and_back_when_released(
+    knot: KnotServer, world: Watching
+) -> None:
+    """Written long ago, published; then DNS answers a CNAME: pending for two sync periods from then,
+    a conflict after, and published again once LanDB answers the carriers."""
+    world.published.reported({}, world.clock())
+    write(world, "later", {A})
+    knot.publish("later", [A])
+    world.step_at(60)
+    world.clock.advance(10 * PERIOD)
+
+    knot.alias("later", "elsewhere.cern.ch.")
+    seen = []
+    with capture_logs() as logs:
+        for seconds in (60, 2 * PERIOD, 60):
+            world.step_at(seconds)
+            seen.append(world.state("later.cern.ch"))
+        knot.publish("later", [A])
+        world.step_at(60)
+        seen.append(world.state("later.cern.ch"))
+
+    assert seen == [State.PENDING, State.PENDING, State.CONFLICT, State.PUBLISHED]
+    assert [(entry["before"], entry["dns"]) for entry in logs if "dns" in entry] == [
+        ("published", "pending"),
+        ("pending", "conflict"),
+        ("conflict", "published"),
+    ]
