@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,7 +51,7 @@ class Footprint:
     wheel_requires: list[str] = field(default_factory=list)
     venv_bytes: int = 0
     venv_distributions: int = 0
-    serve_rss_kib: int = 0
+    serve_rss_kib: list[int] = field(default_factory=list)
     path_files: list[str] = field(default_factory=list)
     path_packages: list[str] = field(default_factory=list)
     path_entries: dict[str, int] = field(default_factory=dict)
@@ -243,7 +244,7 @@ def call_path(trace: dict[str, object]) -> tuple[list[str], list[str], dict[str,
     return files, packages, entries
 
 
-def measure(*, skip_venv: bool = False) -> Footprint:
+def measure(*, skip_venv: bool = False, rss_runs: int = 3) -> Footprint:
     result = Footprint()
     with tempfile.TemporaryDirectory(prefix="landb-footprint-") as scratch:
         work = Path(scratch)
@@ -252,7 +253,9 @@ def measure(*, skip_venv: bool = False) -> Footprint:
         result.wheel_requires = wheel_requires(wheel)
         if not skip_venv:
             result.venv_bytes, result.venv_distributions = production_venv(wheel, work)
-        result.serve_rss_kib, _ = serve_against_simulator(work / "rss", trace=None)
+        for run in range(rss_runs):  # it varies from start to start: what was loaded by the first calls
+            rss, _ = serve_against_simulator(work / f"rss-{run}", trace=None)
+            result.serve_rss_kib.append(rss)
         _, trace = serve_against_simulator(work / "path", trace=work / "path" / "trace.json")
         assert trace is not None
         result.path_files, result.path_packages, result.path_entries = call_path(trace)
@@ -262,6 +265,7 @@ def measure(*, skip_venv: bool = False) -> Footprint:
 def markdown(result: Footprint) -> str:
     mib = 1024 * 1024
     most = max(result.path_entries.items(), key=lambda item: item[1])
+    rss = [kib / 1024 for kib in result.serve_rss_kib]
     runtime = [requirement for requirement in result.wheel_requires if "extra ==" not in requirement]
     lines = [
         "| figure | value |",
@@ -269,7 +273,8 @@ def markdown(result: Footprint) -> str:
         f"| product wheel | {result.wheel_bytes / 1024:.0f} KiB |",
         f"| its dependencies | {len(runtime)}: {', '.join(sorted(runtime))} |",
         f"| production venv | {result.venv_bytes / mib:.1f} MiB, {result.venv_distributions} distributions |",
-        f"| serve RSS at ready | {result.serve_rss_kib / 1024:.0f} MiB |",
+        f"| serve RSS at ready, {len(rss)} starts | median {statistics.median(rss):.0f} MiB "
+        f"(min {min(rss):.0f}, max {max(rss):.0f}) |",
         f"| ApplyChanges, HTTP read to Nova POST | {len(result.path_files)} files in "
         f"{len(result.path_packages)} packages; {sum(result.path_entries.values())} file entries; "
         f"most entered: {most[0]} ({most[1]}x) |",
@@ -282,11 +287,12 @@ def markdown(result: Footprint) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.footprint", description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    parser.add_argument("--rss-runs", type=int, default=3, help="starts of serve to read the RSS of")
     parser.add_argument("--skip-venv", action="store_true", help="do not build the production virtualenv")
     args = parser.parse_args(argv)
     if not UV.exists():
         raise SystemExit("footprint: run `make .venv/.synced` first (it installs uv into .tools/)")
-    result = measure(skip_venv=args.skip_venv)
+    result = measure(skip_venv=args.skip_venv, rss_runs=args.rss_runs)
     print(json.dumps(asdict(result), indent=2) if args.json else markdown(result))
     return 0
 

@@ -85,7 +85,12 @@ class IngressWorld:
     """
 
     def __init__(
-        self, server: KubeApiServer, simulator: Simulator, external_dns: Path, workdir: Path
+        self,
+        server: KubeApiServer,
+        simulator: Simulator,
+        external_dns: Path,
+        workdir: Path,
+        webhook_settings: Mapping[str, str] | None = None,
     ) -> None:
         self.server = server
         self.sim = simulator
@@ -118,6 +123,7 @@ class IngressWorld:
                 "LANDB_OWNERSHIP_NAMESPACE": self.namespace,
                 "LANDB_REGISTRY": "txt",
                 "LANDB_LOG_FORMAT": "json",
+                **(webhook_settings or {}),
             },
             workdir / "webhook.log",
         )

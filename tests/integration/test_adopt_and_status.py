@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -380,6 +381,7 @@ def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> N
 def test_the_status_and_adopt_lines_the_demo_prints_work_as_printed(world: World) -> None:
     n0 = world.nodes[0]
     world.set_aliases(n0, **{"landb-alias": "legacy--load-0-"})
+    world.sim.dns.sync()  # the simulated LanDB publishes it
     text = demo_instructions(
         api="http://127.0.0.1:1",
         health="http://127.0.0.1:2",
@@ -387,20 +389,23 @@ def test_the_status_and_adopt_lines_the_demo_prints_work_as_printed(world: World
         cloud_name=world.config.cloud_name,
         ingress_ips=["192.0.2.1"],
         node_name=n0,
+        dns=world.sim.dns.address,
+        dns_sync_period=30,
     )
     lines = [shlex.split(line) for line in text.splitlines() if line.lstrip().startswith("LANDB_")]
-    assert [words[4] for words in lines] == ["status", "adopt"]
+    assignments_of = [next(i for i, word in enumerate(words) if "=" not in word) for words in lines]
+    assert [words[n + 1] for words, n in zip(lines, assignments_of, strict=True)] == ["status", "adopt"]
     # Only what the line sets: none of the simulator's variables the test session exported.
     clean = {
         name: value for name, value in os.environ.items() if not name.startswith(("OS_", "KUBE", "LANDB_"))
     }
 
     ran = []
-    for words in lines:
-        assignments = dict(word.split("=", 1) for word in words[:3])
+    for words, n in zip(lines, assignments_of, strict=True):
+        assignments = dict(word.split("=", 1) for word in words[:n])
         ran.append(
             subprocess.run(
-                words[3:],
+                words[n:],
                 env={**clean, **assignments},
                 capture_output=True,
                 text=True,
@@ -413,6 +418,9 @@ def test_the_status_and_adopt_lines_the_demo_prints_work_as_printed(world: World
     assert (status.returncode, status.stderr) == (0, "")
     assert f"Claims: ConfigMap default/{CONFIGMAP}" in status.stdout
     assert "landb-webhook adopt --owner-id <external-dns --txt-owner-id> --names legacy" in status.stdout
+    assert re.search(r"legacy\.cern\.ch +published ", status.stdout), (
+        status.stdout
+    )  # asked the simulated LanDB
     assert (adopt.returncode, adopt.stderr) == (0, "")
     assert adopt.stdout.splitlines()[-1] == "1 to claim, 0 left."
     assert world.claims() == {}

@@ -14,6 +14,8 @@ import sys
 import threading
 from pathlib import Path
 
+import dns.message
+import dns.query
 import httpx
 import pytest
 import yaml
@@ -128,6 +130,14 @@ def test_run_simulator_serves_a_seeded_cluster_until_stopped(tmp_path: Path, htt
         assert service.spec.type == "LoadBalancer"
         assert f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}" in console.getvalue()
         assert f"KUBECONFIG={tmp_path / 'kubeconfig'}" in console.getvalue()
+        dig = re.search(r"dig @(\S+) -p (\d+) ", console.getvalue())
+        assert dig is not None, console.getvalue()
+        node = nodes[0].metadata.name
+        query = dns.message.make_query(f"{node}.cern.ch.", "A")
+        reply = dns.query.udp(query, dig[1], port=int(dig[2]), timeout=5)
+        assert [rdata.to_text() for rrset in reply.answer for rdata in rrset] == [
+            address.address for address in nodes[0].status.addresses if address.type == "InternalIP"
+        ]
     finally:
         stop.set()
         runner.join(10)

@@ -47,9 +47,13 @@ def test_demo_instructions_are_ready_to_paste() -> None:
         cloud_name="simulator",
         ingress_ips=["188.184.1.3", "188.184.1.2"],
         node_name="demo-abc-node-0",
+        dns="127.0.0.1:5353",
+        dns_sync_period=30,
     )
     commands = [
-        shlex.split(line) for line in text.splitlines() if line.strip().startswith(("curl", "kubectl", "OS_"))
+        shlex.split(line)
+        for line in text.splitlines()
+        if line.strip().startswith(("curl", "kubectl", "OS_", "dig"))
     ]
 
     apply = next(words for words in commands if "-X" in words and words[-1].startswith("{"))
@@ -74,6 +78,7 @@ def test_demo_instructions_are_ready_to_paste() -> None:
     openstack = next(w for w in commands if w[0] == "OS_CLIENT_CONFIG_FILE=/tmp/demo state/clouds.yaml")
     # The CLI make demo installed, so the line works without activating the virtualenv.
     assert shutil.which(openstack[1]) is not None, openstack
+    assert ["dig", "@127.0.0.1", "-p", "5353", "myapp.cern.ch"] in commands  # the simulated LanDB
 
 
 def test_demo_instructions_show_the_load_balancer_service_and_its_tags() -> None:
@@ -85,6 +90,8 @@ def test_demo_instructions_show_the_load_balancer_service_and_its_tags() -> None
         ingress_ips=["188.184.1.2"],
         node_name="demo-abc-node-0",
         load_balancer=("kube_service_demo_default_myservice", "137.138.4.5"),
+        dns="127.0.0.1:5353",
+        dns_sync_period=30,
     )
     commands = [
         shlex.split(line) for line in text.splitlines() if line.strip().startswith(("kubectl", "OS_"))
@@ -94,3 +101,15 @@ def test_demo_instructions_show_the_load_balancer_service_and_its_tags() -> None
     (show,) = [words for words in commands if "loadbalancer" in words]
     assert show[-4:] == ["show", "kube_service_demo_default_myservice", "-c", "tags"]
     assert "VIP 137.138.4.5" in text
+
+
+@pytest.mark.parametrize("period", ["0", "-5", "soon", "inf"])
+def test_a_dns_sync_period_that_is_not_positive_seconds_is_refused_before_anything_starts(
+    period: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", f"--state-dir={tmp_path}", f"--dns-sync-period={period}"])
+
+    assert exited.value.code == 2
+    assert "argument --dns-sync-period: " in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -4,12 +4,15 @@ against them). No cloud needed."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, PROG, run_demo
+from landb_simulator import landb_dns
+from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, DEMO_SYNC_PERIOD, PROG, run_demo
+from landb_simulator.landb_dns import LANDB_SYNC_PERIOD
 from landb_simulator.runner import run_simulator
 from landb_webhook.cli import EXIT_INVALID_SETTINGS, describe_unknown_variables
 from landb_webhook.config import unknown_variables
@@ -33,6 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ingress-nodes", type=int, default=3, help="ingress nodes to create (default: 3)")
     serve.add_argument("--workers", type=int, default=1, help="worker nodes to create (default: 1)")
     serve.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, any free port)")
+    serve.add_argument(
+        "--dns-port", type=int, default=0, help="LanDB's DNS server, UDP and TCP (default: 0, any free port)"
+    )
+    serve.add_argument(
+        "--dns-sync-period",
+        type=_seconds,
+        default=LANDB_SYNC_PERIOD,
+        help=f"seconds between two publications in DNS (default: {LANDB_SYNC_PERIOD:g}, LanDB's)",
+    )
 
     demo = commands.add_parser(
         "demo",
@@ -48,7 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--api-port", type=int, default=8888, help="webhook API port (default: 8888)")
     demo.add_argument("--health-port", type=int, default=8080, help="health/metrics port (default: 8080)")
+    demo.add_argument(
+        "--dns-sync-period",
+        type=_seconds,
+        default=DEMO_SYNC_PERIOD,
+        help=f"seconds between two publications in DNS (default: {DEMO_SYNC_PERIOD:g}; LanDB's: 900)",
+    )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,9 +88,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID_SETTINGS
     configure_logging("info", "console")
     if args.command == "serve":
-        run_simulator(args.state_dir, ingress_nodes=args.ingress_nodes, workers=args.workers, port=args.port)
+        logging.getLogger(landb_dns.__name__).setLevel(logging.INFO)  # each sync's changes: one line each
+        run_simulator(
+            args.state_dir,
+            ingress_nodes=args.ingress_nodes,
+            workers=args.workers,
+            port=args.port,
+            dns_port=args.dns_port,
+            dns_sync_period=args.dns_sync_period,
+        )
         return 0
-    return run_demo(args.state_dir, api_port=args.api_port, health_port=args.health_port)
+    return run_demo(
+        args.state_dir,
+        api_port=args.api_port,
+        health_port=args.health_port,
+        dns_sync_period=args.dns_sync_period,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

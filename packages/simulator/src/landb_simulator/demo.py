@@ -6,11 +6,13 @@ import os
 import shlex
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import Simulator, listen
+from landb_simulator.walk import Walk, start_walk
 from landb_webhook.cli import PROG as WEBHOOK_PROG
 from landb_webhook.cli import run_webhook
 from landb_webhook.config import ENV_PREFIX, Settings
@@ -22,11 +24,18 @@ EXIT_CANNOT_START = 1
 DEFAULT_DEMO_STATE_DIR = Path("state")
 """``./state``: kept after the demo exits so its clouds.yaml and kubeconfig can be read; gitignored."""
 INGRESS_NODES = 3
+DEMO_SYNC_PERIOD = 30.0
+"""Seconds between two publications of the simulated LanDB in the demo (LanDB's own: 900)."""
+DNS_RECHECK_PERIOD = 10.0
+"""How often the demo's DNS watcher asks about each name: its shortest period."""
 
 
-def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
+def run_demo(
+    state_dir: Path, *, api_port: int, health_port: int, dns_sync_period: float = DEMO_SYNC_PERIOD
+) -> int:
     """Bind the webhook's two listeners first (a second demo is told which port is busy), then seed a
-    3-ingress-node cluster, print what to try and serve the webhook until SIGTERM/SIGINT."""
+    3-ingress-node cluster, print what to try, walk one name through LanDB's syncs beside the webhook
+    (walk.py) and serve the webhook until SIGTERM/SIGINT. LanDB publishes every ``dns_sync_period``."""
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     listeners: list[socket.socket] = []
@@ -45,7 +54,7 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
             return EXIT_CANNOT_START
     api_listener, health_listener = listeners
     api_port, health_port = (listener.getsockname()[1] for listener in listeners)
-    with Simulator() as sim:
+    with Simulator(dns_sync_period=dns_sync_period) as sim:
         ingress_names = seed_cluster(sim.state, ingress_nodes=INGRESS_NODES, workers=1)[:INGRESS_NODES]
         lb_id, vip = seed_load_balancer_service(sim.state)
         servers = {server.name: server for server in sim.state.servers()}
@@ -54,6 +63,7 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
         sim.state.set_metadata_direct(
             first_ingress.id, {**sim.state.metadata(first_ingress.id), "landb-alias": "legacy--load-0-"}
         )
+        sim.dns.sync()  # the hand-set alias was published long ago
         config = sim.write_client_config(state_dir)
         os.environ["OS_CLIENT_CONFIG_FILE"] = str(config.clouds_yaml)
         settings = Settings(
@@ -66,6 +76,8 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
             ownership_store="configmap",
             ownership_namespace="default",
             log_format="console",
+            dns_resolvers=[sim.dns.address],  # the webhook's DNS watcher asks the simulated LanDB
+            dns_recheck_period=DNS_RECHECK_PERIOD,
         )
         print(
             demo_instructions(
@@ -76,10 +88,18 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
                 ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],
                 node_name=first_ingress.name,
                 load_balancer=(sim.state.octavia.load_balancer(lb_id).name, vip),
+                dns=sim.dns.address,
+                dns_sync_period=dns_sync_period,
             ),
             flush=True,
         )
-        return run_webhook(settings, api_listener, health_listener)
+        stop_walk = threading.Event()
+        walk = Walk(f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{health_port}", sim.dns)
+        start_walk(walk, sys.stdout, stop_walk)
+        try:
+            return run_webhook(settings, api_listener, health_listener)
+        finally:
+            stop_walk.set()
 
 
 def installed_command(name: str) -> str:
@@ -97,6 +117,8 @@ def demo_instructions(
     ingress_ips: Sequence[str],
     node_name: str,
     load_balancer: tuple[str, str] | None = None,
+    dns: str,
+    dns_sync_period: float,
 ) -> str:
     """Ready-to-paste commands exercising every webhook call and showing where the result lands;
     ``load_balancer`` (name, VIP): the seeded LoadBalancer Service's, shown with its Octavia side."""
@@ -120,6 +142,7 @@ def demo_instructions(
             f"{ENV_PREFIX}KUBECONFIG={kubeconfig}",
             f"{ENV_PREFIX}OS_CLOUD={cloud_name}",
             f"OS_CLIENT_CONFIG_FILE={clouds}",
+            f"{ENV_PREFIX}DNS_RESOLVERS={dns}",
         ]
     )
     service = ""
@@ -131,6 +154,7 @@ def demo_instructions(
   kubectl --kubeconfig {kubeconfig} get services
   OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} loadbalancer show {lb_name} -c tags
 """
+    dns_host, _, dns_port = dns.rpartition(":")
     return f"""
 {PROG} demo: webhook API on {api}, health and metrics on {health}.
 The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
@@ -151,10 +175,15 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
   curl -s {health}/metrics | grep ^landb_webhook_
 {service}
+  # and in DNS once the simulated LanDB has synced (every {dns_sync_period:g} s; LanDB's own: 15 min)
+  dig @{dns_host.strip("[]")} -p {dns_port} myapp.cern.ch
+
   # what an operator runs on a cluster, with the webhook's settings: status (read-only), then adopt
   # for the hand-set alias (drop --dry-run to write the claim; external-dns then owns legacy.cern.ch)
   {settings} {landb} status
   {settings} {landb} adopt --owner-id demo --names legacy --dry-run
 
+Meanwhile the lines starting with "walk" publish myapp.cern.ch and remove it again, as external-dns
+would, and follow it through the webhook's DNS watch: pending, published, then stale and gone.
 State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
 """

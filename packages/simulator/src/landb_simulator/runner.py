@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from landb_simulator.landb_dns import LANDB_SYNC_PERIOD
 from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import Simulator
 from landb_simulator.state import SimulatorState
@@ -24,6 +25,8 @@ def run_simulator(
     host: str = "127.0.0.1",
     port: int = 0,
     cluster: str = "demo",
+    dns_port: int = 0,
+    dns_sync_period: float = LANDB_SYNC_PERIOD,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
 ) -> None:
@@ -35,9 +38,16 @@ def run_simulator(
         state = SimulatorState()
         nodes = seed_cluster(state, cluster=cluster, ingress_nodes=ingress_nodes, workers=workers)
         _, vip = seed_load_balancer_service(state, cluster=cluster)
-        with Simulator(host, port, state=state) as simulator:
+        with Simulator(
+            host, port, state=state, dns_port=dns_port, dns_sync_period=dns_sync_period
+        ) as simulator:
             config = simulator.write_client_config(Path(state_dir))
             print(f"Simulator (Keystone, Nova, Octavia, Kubernetes) listening on {simulator.url}", file=out)
+            print(
+                f"LanDB DNS for cern.ch on {simulator.dns.address} (UDP and TCP), publishing the aliases "
+                f"every {dns_sync_period:g}s: dig @{simulator.host} -p {simulator.dns.port} myapp.cern.ch",
+                file=out,
+            )
             print(f"Cluster {cluster!r}: {len(nodes)} nodes, {ingress_nodes} with role=ingress", file=out)
             print(f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}", file=out)
             print("Point the clients at it:", file=out)

@@ -23,6 +23,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from landb_simulator.asgi import ResetConnection, build_app
 from landb_simulator.identity import REGION
+from landb_simulator.landb_dns import LANDB_SYNC_PERIOD, LandbDnsServer
 from landb_simulator.lifecycle import Lifecycle
 from landb_simulator.state import SimulatorState
 from landb_simulator.tls import ServerCertificate, loopback_certificate
@@ -173,7 +174,8 @@ class Simulator:
     (``https_url``, certificate from a per-instance CA) because client-go only sends bearer tokens over
     TLS; the written kubeconfig uses the HTTPS port, clouds.yaml the plain one. ``with Simulator() as sim:``
     binds the sockets first (so port 0 works and the URLs are known before any client connects), serves
-    from a daemon thread, and on exit ends open watches and injected delays before stopping.
+    from a daemon thread, and on exit ends open watches and injected delays before stopping. LanDB's DNS
+    side (``dns``, UDP and TCP on ``dns.port``) publishes the servers' aliases every ``dns_sync_period``.
     """
 
     def __init__(
@@ -183,9 +185,12 @@ class Simulator:
         *,
         state: SimulatorState | None = None,
         tls_port: int = 0,
+        dns_port: int = 0,
+        dns_sync_period: float = LANDB_SYNC_PERIOD,
     ) -> None:
         self.host = host
         self.state = state if state is not None else SimulatorState()
+        self.dns = LandbDnsServer(self.state, host, dns_port, sync_period=dns_sync_period)
         self._requested_port = port
         self._requested_tls_port = tls_port
         self._socket: socket.socket | None = None
@@ -251,6 +256,11 @@ class Simulator:
         if not started:
             self.stop()
             raise RuntimeError(f"the simulator did not start on {self.host}") from self._failure
+        try:
+            self.dns.start()
+        except BaseException:
+            self.stop()
+            raise
         log.debug("simulator listening on %s and %s", self.url, self.https_url)
         return self
 
@@ -275,6 +285,7 @@ class Simulator:
 
     def stop(self) -> None:
         """End watches and delayed replies, stop the server, release the ports. Safe to call twice."""
+        self.dns.stop()
         thread, loop = self._thread, self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # closed between the check and the call
