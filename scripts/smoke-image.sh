@@ -83,6 +83,11 @@ wait_for "the simulator" simulator_ready_or_gone
 kill -0 "$simulator_pid" 2>/dev/null || { say "the simulator exited" >&2; exit 1; }
 say "$(grep -m 1 'listening on' "$work/simulator.log")"
 
+# The simulated LanDB's DNS server, which the webhook's DNS watch asks (loopback only).
+simulator_dns() {
+  grep -m 1 -o 'LanDB DNS for cern.ch on [^ ]*' "$work/simulator.log" | awk '{print $NF}'
+}
+
 # How the chart runs the sidecar: its environment and memory limit, the credentials Secret it mounts and
 # the service account a pod gets, made from the simulator's.
 mapfile -t chart_options < <(.venv/bin/python scripts/lib/image_smoke.py setup "$work/state" "$work/pod")
@@ -91,6 +96,7 @@ podman run --detach --name "$container" "${run_options[@]}" "${chart_options[@]}
   --user 65532:65532 --read-only --read-only-tmpfs=false --log-driver k8s-file \
   --env LANDB_API_HOST=127.0.0.1 --env LANDB_API_PORT=0 \
   --env LANDB_HEALTH_HOST=127.0.0.1 --env LANDB_HEALTH_PORT=0 \
+  --env LANDB_DNS_RESOLVERS="$(simulator_dns)" \
   "$image" serve >/dev/null
 say "started $image as $container (runc, host network, 65532:65532, read-only root, the chart's settings)"
 

@@ -339,6 +339,8 @@ def simulator_settings(clients: ClientConfig, **settings: str) -> dict[str, str]
         "LANDB_KUBECONFIG": str(clients.kubeconfig),
         "LANDB_OWNERSHIP_NAMESPACE": OWNERSHIP_NAMESPACE,
         "LANDB_LOG_FORMAT": "json",
+        # Tests ask no resolver but a loopback one: a test about DNS turns the watch on and names it.
+        "LANDB_DNS_WATCH": "false",
         **settings,
     }
 

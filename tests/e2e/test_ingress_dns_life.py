@@ -34,7 +34,11 @@ WATCHER_DEADLINE = 60.0
 @pytest.fixture
 def world(kube_apiserver: KubeApiServer, external_dns_binary: Path, tmp_path: Path) -> Iterator[IngressWorld]:
     with Simulator() as simulator:  # LanDB's 15-minute period: nothing is published unless a test syncs
-        watch = {"LANDB_DNS_RESOLVERS": simulator.dns.address, "LANDB_DNS_RECHECK_PERIOD": "10"}
+        watch = {
+            "LANDB_DNS_WATCH": "true",
+            "LANDB_DNS_RESOLVERS": simulator.dns.address,
+            "LANDB_DNS_RECHECK_PERIOD": "10",
+        }
         running = IngressWorld(kube_apiserver, simulator, external_dns_binary, tmp_path, watch)
         try:
             yield running

@@ -72,6 +72,7 @@ class ServeProcess:
             "LANDB_HEALTH_HOST": "127.0.0.1",
             "LANDB_HEALTH_PORT": str(self.health_port),
             "LANDB_WRITE_CONCURRENCY": "2",
+            "LANDB_DNS_WATCH": "false",  # tests ask no resolver but a loopback one
             "LANDB_LEASE_IDENTITY": "crash-test",  # the restarted process is the same writer
             "LANDB_REQUEST_TIMEOUT": "14",
             "LANDB_LOG_LEVEL": "info",
