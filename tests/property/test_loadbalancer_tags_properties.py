@@ -88,7 +88,7 @@ def test_the_plan_reaches_what_is_wanted_and_leaves_other_names_alone(
 ) -> None:
     leaving = {label for label in leaving if not wanted.get(label)}
     plan = plan_tags(carried, wanted, leaving=leaving)
-    after = _apply(carried, (*plan.make, *plan.brk))
+    after = _apply(carried, (*plan.make_writes, *plan.break_writes))
 
     for label in {label for held in carried.values() for label in held} | wanted.keys():
         expected = set(wanted[label]) if label in wanted else _carriers(carried, label)
@@ -102,11 +102,11 @@ def test_a_name_with_a_home_after_keeps_every_home_until_the_break_phase(
     """Make before break: the make phase removes only names leaving DNS altogether."""
     leaving = {label for label in leaving if not wanted.get(label)}
     plan = plan_tags(carried, wanted, leaving=leaving)
-    after_make = _apply(carried, plan.make)
+    after_make = _apply(carried, plan.make_writes)
 
     for label in {label for held in carried.values() for label in held} - leaving:
         assert _carriers(after_make, label) >= _carriers(carried, label)
-    assert all(not write.add for write in plan.brk)
+    assert all(not write.add for write in plan.break_writes)
 
 
 @given(carried_maps, wanted_maps, st.sets(labels))
@@ -116,14 +116,14 @@ def test_each_load_balancer_is_written_at_most_once_per_phase_and_only_when_it_c
     leaving = {label for label in leaving if not wanted.get(label)}
     plan = plan_tags(carried, wanted, leaving=leaving)
 
-    for phase in (plan.make, plan.brk):
+    for phase in (plan.make_writes, plan.break_writes):
         assert len({w.load_balancer_id for w in phase}) == len(phase)
         for write in phase:
             held = carried.get(write.load_balancer_id, frozenset())
             assert write.add or write.remove
             assert not set(write.add) & held
             assert set(write.remove) <= held
-    settled = _apply(carried, (*plan.make, *plan.brk))
+    settled = _apply(carried, (*plan.make_writes, *plan.break_writes))
     assert plan_tags(settled, wanted, leaving=leaving) == TagPlan()
 
 
@@ -136,12 +136,14 @@ def test_a_name_leaving_dns_rides_along_with_that_load_balancers_make_write() ->
     )
 
     assert plan == TagPlan(
-        make=(TagWrite("lb-1", add=("new",), remove=("old",)),),
-        brk=(TagWrite("lb-1", remove=("moving",)),),
+        make_writes=(TagWrite("lb-1", add=("new",), remove=("old",)),),
+        break_writes=(TagWrite("lb-1", remove=("moving",)),),
     )
 
 
 def test_a_name_moving_between_load_balancers_is_added_before_it_is_removed() -> None:
     plan = plan_tags({"lb-1": frozenset({"app"})}, {"app": frozenset({"lb-2"})}, leaving=set())
 
-    assert plan == TagPlan(make=(TagWrite("lb-2", add=("app",)),), brk=(TagWrite("lb-1", remove=("app",)),))
+    assert plan == TagPlan(
+        make_writes=(TagWrite("lb-2", add=("app",)),), break_writes=(TagWrite("lb-1", remove=("app",)),)
+    )

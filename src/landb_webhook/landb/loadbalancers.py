@@ -68,9 +68,9 @@ class TagWrite:
 
 @dataclass(frozen=True)
 class TagPlan:
-    make: tuple[TagWrite, ...] = ()
+    make_writes: tuple[TagWrite, ...] = ()
     """Phase 1, with the servers' make writes: additions (and removals of names leaving DNS)."""
-    brk: tuple[TagWrite, ...] = ()
+    break_writes: tuple[TagWrite, ...] = ()
     """Phase 2, once every make landed: removals of names that have a new home."""
 
 
@@ -92,13 +92,13 @@ def plan_tags(
         for lb_id, labels in carried.items():
             if label in labels and lb_id not in homes:
                 removes.setdefault(lb_id, set()).add(label)
-    make: list[TagWrite] = []
-    brk: list[TagWrite] = []
+    make_writes: list[TagWrite] = []
+    break_writes: list[TagWrite] = []
     for lb_id in sorted(adds.keys() | removes.keys()):
         added, removed = adds.get(lb_id, set()), removes.get(lb_id, set())
         along = removed & leaving if added else set()
         if added:
-            make.append(TagWrite(lb_id, tuple(sorted(added)), tuple(sorted(along))))
+            make_writes.append(TagWrite(lb_id, tuple(sorted(added)), tuple(sorted(along))))
         if removed - along:
-            brk.append(TagWrite(lb_id, (), tuple(sorted(removed - along))))
-    return TagPlan(tuple(make), tuple(brk))
+            break_writes.append(TagWrite(lb_id, (), tuple(sorted(removed - along))))
+    return TagPlan(tuple(make_writes), tuple(break_writes))
