@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 from test_adopt_and_status import World, world  # noqa: F401 (a fixture)
 
 from landb_simulator import Simulator
@@ -82,7 +83,11 @@ def test_a_name_targeting_a_load_balancer_is_tagged_on_it_not_on_the_nodes_and_s
     cluster = make_cluster()
     cluster.desired = [service("app.cern.ch", VIP_APP), ingress("site.cern.ch")]
 
-    first = cluster.loop()
+    with capture_logs() as logs:
+        first = cluster.loop()
+
+    [summary] = [line["summary"] for line in logs if line["event"] == "apply finished"]
+    assert summary.startswith("+2 -0 aliases (+3 -0 tokens) on 3 of 4 nodes and 1 load balancer, 0 failed")
 
     assert len(first.create) == 4  # two names and their claims
     assert lbs.tags(lbs.app) == ("kube_service_cluster_default_app", "landb-alias=app")

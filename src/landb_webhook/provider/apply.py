@@ -492,22 +492,25 @@ class Applier:
         removed: set[str],
     ) -> None:
         """One info line per apply for the operator, counting names (an alias on three nodes is one):
-        ``+1 -1 aliases (+3 -3 tokens) on 3 of 5 nodes, 0 failed, 412 ms, created app, removed old``."""
+        ``+1 -1 aliases (+3 -3 tokens) on 3 of 5 nodes, 0 failed, 412 ms, created app, removed old``; with
+        load balancer tags written, ``... on 0 of 5 nodes and 1 load balancer, ...``."""
         dry_run = self._context.options.dry_run
         tokens_added = sum(len(p.added) for p in plan.servers)
         tokens_removed = sum(len(p.removed) for p in plan.servers)
-        failed = len({f.plan.server.server_id for f in outcome.failures})
+        tags = outcome.tags
+        load_balancers = len({*tags.written, *(write.load_balancer_id for write, _ in tags.failures)})
+        failed = len({f.plan.server.server_id for f in outcome.failures}) + len(tags.failures)
+        held_back = len(outcome.held_back) + len(tags.held_back)
         duration_ms = round((time.monotonic() - started) * 1000)
+        on_load_balancers = f" and {load_balancers} load balancer{'s' * (load_balancers != 1)}"
         parts = [
             f"+{len(created)} -{len(removed)} aliases (+{tokens_added} -{tokens_removed} tokens) "
-            f"on {len(plan.servers)} of {nodes_seen} nodes",
+            f"on {len(plan.servers)} of {nodes_seen} nodes{on_load_balancers if load_balancers else ''}",
             f"{failed} failed",
             f"{duration_ms} ms",
         ]
         parts += [
-            f"{count} {what}"
-            for count, what in ((len(outcome.held_back), "held back"), (refused, "refused"))
-            if count
+            f"{count} {what}" for count, what in ((held_back, "held back"), (refused, "refused")) if count
         ]
         parts += [
             f"{what} {named(names)}" for what, names in (("created", created), ("removed", removed)) if names
@@ -524,7 +527,8 @@ class Applier:
             nodes_written=len(plan.servers),
             nodes_seen=nodes_seen,
             nodes_failed=failed,
-            held_back=len(outcome.held_back),
+            load_balancers_written=load_balancers,
+            held_back=held_back,
             refused=refused,
             duration_ms=duration_ms,
             dry_run=dry_run,

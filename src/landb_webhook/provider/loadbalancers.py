@@ -95,6 +95,8 @@ class TagOutcome:
     held_back: tuple[TagWrite, ...] = ()
     """Break writes not sent because an addition of the same name, somewhere, did not land."""
     abandoned: WriterLeaseLost | None = None
+    written: tuple[str, ...] = ()
+    """The load balancers whose write landed (in a dry run: would have been sent)."""
 
     def failed_labels(self) -> set[str]:
         """Names whose change did not fully land: their claims must stay."""
@@ -111,6 +113,7 @@ class TagOutcome:
             failures=(*self.failures, *later.failures),
             held_back=(*self.held_back, *later.held_back),
             abandoned=self.abandoned or later.abandoned,
+            written=(*self.written, *later.written),
         )
 
     def problems(self, named: Callable[[Iterable[str]], list[str]]) -> list[str]:
@@ -259,7 +262,7 @@ class LoadBalancerPath:
             for write in writes:
                 self._metrics.load_balancer_tag_writes_total.labels(result="dry_run").inc()
                 log.info("dry run: load balancer tags not written", **_context(phase, write, lbs))
-            return TagOutcome()
+            return TagOutcome(written=tuple(write.load_balancer_id for write in writes))
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-lb-{phase}") as pool:
             results = list(
                 pool.map(
@@ -268,6 +271,7 @@ class LoadBalancerPath:
                 )
             )
         failures: list[tuple[TagWrite, str]] = []
+        written: list[str] = []
         abandoned: WriterLeaseLost | None = None
         for write, error in zip(writes, results, strict=True):
             if isinstance(error, WriterLeaseLost):
@@ -278,6 +282,7 @@ class LoadBalancerPath:
             ).inc()
             if error is None:
                 log.info("load balancer tags written", **_context(phase, write, lbs))
+                written.append(write.load_balancer_id)
                 continue
             self._metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
             log.error(
@@ -293,7 +298,7 @@ class LoadBalancerPath:
                 phase=phase,
                 reason=str(abandoned),
             )
-        return TagOutcome(failures=tuple(failures), abandoned=abandoned)
+        return TagOutcome(failures=tuple(failures), abandoned=abandoned, written=tuple(written))
 
     def _send(self, write: TagWrite, fence: WriteFence) -> UpstreamError | WriterLeaseLost | None:
         store = self._store
