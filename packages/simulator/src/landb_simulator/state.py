@@ -24,8 +24,9 @@ from typing import Any, Literal
 from landb_simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
 from landb_simulator.kube_store import CONFIGMAPS, NODES, PODS, KubeStore, Obj
 from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest
+from landb_simulator.octavia_store import LoadBalancerStore
 
-Api = Literal["keystone", "nova", "glance", "kubernetes"]
+Api = Literal["keystone", "nova", "glance", "octavia", "neutron", "kubernetes"]
 MetadataOperation = Literal["POST", "PUT", "PUT_KEY", "DELETE"]
 
 DEFAULT_MAX_SERVER_META = 128
@@ -222,6 +223,8 @@ class SimulatorState:
         self._lock = threading.RLock()
         self.identity = IdentityStore(self._lock, clock=clock)
         self.kube = KubeStore(self._lock)
+        self.octavia = LoadBalancerStore(self._lock)
+        """Octavia's load balancers and the floating IPs bound to their VIP ports."""
         self._servers: dict[str, _Server] = {}
         self._max_server_meta = DEFAULT_MAX_SERVER_META
         self._history: list[MetadataChange] = []
