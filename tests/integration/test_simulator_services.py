@@ -1,0 +1,129 @@
+"""Services in the simulated Kubernetes API, through the official Python client and kubectl: what the API
+server allocates, the status subresource the cloud controller manager writes, and what external-dns' service
+source reads (``status.loadBalancer.ingress[].ip``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+from landb_simulator import ClientConfig, Simulator
+
+KUBECTL = shutil.which("kubectl")
+
+
+@pytest.fixture
+def core(sim_clients: ClientConfig) -> Iterator[client.CoreV1Api]:
+    api_client = config.new_client_from_config(config_file=str(sim_clients.kubeconfig))
+    yield client.CoreV1Api(api_client)
+    api_client.close()
+
+
+def load_balancer_service(name: str) -> client.V1Service:
+    return client.V1Service(
+        metadata=client.V1ObjectMeta(
+            name=name, annotations={"external-dns.alpha.kubernetes.io/hostname": f"{name}.cern.ch"}
+        ),
+        spec=client.V1ServiceSpec(
+            type="LoadBalancer", selector={"app": name}, ports=[client.V1ServicePort(port=443)]
+        ),
+        # What a client sends in status on create is dropped, as by the API server.
+        status=client.V1ServiceStatus(
+            load_balancer=client.V1LoadBalancerStatus(ingress=[client.V1LoadBalancerIngress(ip="192.0.2.1")])
+        ),
+    )
+
+
+def ingress_ips(service: client.V1Service) -> list[str]:
+    return [entry.ip for entry in (service.status.load_balancer.ingress or [])]
+
+
+def test_a_created_load_balancer_service_gets_a_cluster_ip_a_node_port_and_no_address(
+    core: client.CoreV1Api,
+) -> None:
+    created = core.create_namespaced_service("web", load_balancer_service("myapp"))
+    second = core.create_namespaced_service("web", load_balancer_service("other"))
+
+    assert ipaddress.ip_address(created.spec.cluster_ip) in ipaddress.ip_network("10.254.0.0/16")
+    assert created.spec.cluster_ip != second.spec.cluster_ip
+    assert 30000 <= created.spec.ports[0].node_port <= 32767
+    assert created.spec.ports[0].node_port != second.spec.ports[0].node_port
+    assert ingress_ips(created) == []
+
+
+def test_a_service_without_ports_is_invalid(core: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_service(
+            "web", client.V1Service(metadata=client.V1ObjectMeta(name="x"), spec=client.V1ServiceSpec())
+        )
+
+    assert refused.value.status == 422
+    assert "spec.ports: Required value" in refused.value.body
+
+
+def test_the_status_subresource_alone_writes_the_load_balancer_address(
+    simulator: Simulator, core: client.CoreV1Api
+) -> None:
+    core.create_namespaced_service("web", load_balancer_service("myapp"))
+
+    sneaked = core.read_namespaced_service("myapp", "web")
+    sneaked.status.load_balancer.ingress = [client.V1LoadBalancerIngress(ip="192.0.2.9")]
+    sneaked.spec.ports[0].port = 8443
+    replaced = core.replace_namespaced_service("myapp", "web", sneaked)
+    assert (ingress_ips(replaced), replaced.spec.ports[0].port) == ([], 8443)
+
+    patched = core.patch_namespaced_service_status(
+        "myapp",
+        "web",
+        {"spec": {"type": "ClusterIP"}, "status": {"loadBalancer": {"ingress": [{"ip": "188.184.50.1"}]}}},
+    )
+    assert (ingress_ips(patched), patched.spec.type) == (["188.184.50.1"], "LoadBalancer")
+    assert ingress_ips(core.read_namespaced_service_status("myapp", "web")) == ["188.184.50.1"]
+
+
+def test_a_watch_on_services_sees_the_address_arrive_and_the_service_go(
+    simulator: Simulator, core: client.CoreV1Api
+) -> None:
+    simulator.state.add_service("web", "myapp", ports=[443])
+    since = core.list_service_for_all_namespaces().metadata.resource_version
+
+    simulator.state.set_load_balancer_ingress("web", "myapp", ["188.184.50.2"])
+    simulator.state.kube.delete("services", "web", "myapp")
+    watcher = watch.Watch()
+    events = []
+    for event in watcher.stream(
+        core.list_namespaced_service, "web", resource_version=since, timeout_seconds=5
+    ):
+        events.append((event["type"], ingress_ips(event["object"])))
+        if len(events) == 2:
+            break
+    watcher.stop()
+
+    assert events == [("MODIFIED", ["188.184.50.2"]), ("DELETED", ["188.184.50.2"])]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
+def test_kubectl_get_services_shows_the_external_ip(simulator: Simulator, sim_clients: ClientConfig) -> None:
+    assert KUBECTL is not None
+    simulator.state.add_service("web", "myapp", ports=[443])
+    simulator.state.add_service("web", "pending", ports=[80])
+    simulator.state.set_load_balancer_ingress("web", "myapp", ["188.184.50.3"])
+
+    done = subprocess.run(
+        [KUBECTL, "get", "services", "-n", "web"], capture_output=True, text=True, timeout=30, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert rows[0] == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    assert [row[:2] + row[3:4] for row in rows[1:]] == [
+        ["myapp", "LoadBalancer", "188.184.50.3"],
+        ["pending", "LoadBalancer", "<pending>"],
+    ]
+    assert rows[1][4].startswith("443:") and rows[1][4].endswith("/TCP")
