@@ -9,11 +9,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 
+import openstack
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from landb_simulator import ClientConfig, Simulator
+from landb_simulator import ClientConfig, Simulator, seed_cluster, seed_load_balancer_service
 
 KUBECTL = shutil.which("kubectl")
 
@@ -127,3 +128,24 @@ def test_kubectl_get_services_shows_the_external_ip(simulator: Simulator, sim_cl
         ["pending", "LoadBalancer", "<pending>"],
     ]
     assert rows[1][4].startswith("443:") and rows[1][4].endswith("/TCP")
+
+
+def test_the_seeded_service_leads_to_its_load_balancer_by_the_vip_in_its_status(
+    simulator: Simulator, sim_clients: ClientConfig, core: client.CoreV1Api
+) -> None:
+    """The demo's LoadBalancer Service, followed the way the webhook follows a target: the address in
+    the Service's status is the VIP of exactly one load balancer of the project."""
+    nodes = seed_cluster(simulator.state, cluster="svc-test", ingress_nodes=2, workers=0)
+    lb_id, vip = seed_load_balancer_service(simulator.state, cluster="svc-test")
+
+    (service,) = core.list_service_for_all_namespaces().items
+    annotations = service.metadata.annotations
+    with openstack.connect(cloud=sim_clients.cloud_name) as conn:
+        found = [lb.id for lb in conn.load_balancer.load_balancers(vip_address=ingress_ips(service)[0])]
+
+    assert (service.metadata.namespace, service.metadata.name) == ("default", "myservice")
+    assert annotations["external-dns.alpha.kubernetes.io/hostname"] == "myservice.cern.ch"
+    assert ingress_ips(service) == [vip]
+    assert found == [lb_id]
+    assert simulator.state.octavia.load_balancer(lb_id).tags == ("kube_service_svc-test_default_myservice",)
+    assert vip not in {simulator.state.node(name)["status"]["addresses"][0]["address"] for name in nodes}
