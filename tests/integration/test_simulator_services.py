@@ -5,8 +5,10 @@ source reads (``status.loadBalancer.ingress[].ip``)."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 
 import openstack
@@ -24,6 +26,18 @@ def core(sim_clients: ClientConfig) -> Iterator[client.CoreV1Api]:
     api_client = config.new_client_from_config(config_file=str(sim_clients.kubeconfig))
     yield client.CoreV1Api(api_client)
     api_client.close()
+
+
+@pytest.fixture(params=["simulator", "kube-apiserver"])
+def any_core(request: pytest.FixtureRequest) -> tuple[client.CoreV1Api, str]:
+    """The simulator's API or a real kube-apiserver's (skipped until it is built), and a namespace: the
+    simulator must answer as the real API server does."""
+    if request.param == "simulator":
+        return request.getfixturevalue("core"), "web"
+    server = request.getfixturevalue("kube_apiserver")
+    namespace = f"svc-{uuid.uuid4().hex[:8]}"
+    server.create_namespace(namespace)
+    return client.CoreV1Api(server.admin), namespace
 
 
 def load_balancer_service(name: str) -> client.V1Service:
@@ -45,17 +59,23 @@ def ingress_ips(service: client.V1Service) -> list[str]:
     return [entry.ip for entry in (service.status.load_balancer.ingress or [])]
 
 
-def test_a_created_load_balancer_service_gets_a_cluster_ip_a_node_port_and_no_address(
-    core: client.CoreV1Api,
+def test_a_created_load_balancer_service_gets_a_cluster_ip_node_ports_and_no_address(
+    any_core: tuple[client.CoreV1Api, str],
 ) -> None:
-    created = core.create_namespaced_service("web", load_balancer_service("myapp"))
-    second = core.create_namespaced_service("web", load_balancer_service("other"))
+    core, namespace = any_core
+    created = core.create_namespaced_service(namespace, load_balancer_service("myapp"))
+    second = core.create_namespaced_service(namespace, load_balancer_service("other"))
 
-    assert ipaddress.ip_address(created.spec.cluster_ip) in ipaddress.ip_network("10.254.0.0/16")
     assert created.spec.cluster_ip != second.spec.cluster_ip
     assert 30000 <= created.spec.ports[0].node_port <= 32767
     assert created.spec.ports[0].node_port != second.spec.ports[0].node_port
     assert ingress_ips(created) == []
+
+
+def test_the_simulator_allocates_cluster_ips_in_magnums_service_network(core: client.CoreV1Api) -> None:
+    created = core.create_namespaced_service("web", load_balancer_service("myapp"))
+
+    assert ipaddress.ip_address(created.spec.cluster_ip) in ipaddress.ip_network("10.254.0.0/16")
 
 
 def test_a_service_without_ports_is_invalid(core: client.CoreV1Api) -> None:
@@ -69,23 +89,76 @@ def test_a_service_without_ports_is_invalid(core: client.CoreV1Api) -> None:
 
 
 def test_the_status_subresource_alone_writes_the_load_balancer_address(
-    simulator: Simulator, core: client.CoreV1Api
+    any_core: tuple[client.CoreV1Api, str],
 ) -> None:
-    core.create_namespaced_service("web", load_balancer_service("myapp"))
+    core, namespace = any_core
+    core.create_namespaced_service(namespace, load_balancer_service("myapp"))
 
-    sneaked = core.read_namespaced_service("myapp", "web")
+    sneaked = core.read_namespaced_service("myapp", namespace)
     sneaked.status.load_balancer.ingress = [client.V1LoadBalancerIngress(ip="192.0.2.9")]
     sneaked.spec.ports[0].port = 8443
-    replaced = core.replace_namespaced_service("myapp", "web", sneaked)
+    replaced = core.replace_namespaced_service("myapp", namespace, sneaked)
     assert (ingress_ips(replaced), replaced.spec.ports[0].port) == ([], 8443)
 
+    address = {"ip": "188.184.50.1", "ipMode": "VIP"}
     patched = core.patch_namespaced_service_status(
         "myapp",
-        "web",
-        {"spec": {"type": "ClusterIP"}, "status": {"loadBalancer": {"ingress": [{"ip": "188.184.50.1"}]}}},
+        namespace,
+        {"spec": {"type": "ClusterIP"}, "status": {"loadBalancer": {"ingress": [address]}}},
     )
     assert (ingress_ips(patched), patched.spec.type) == (["188.184.50.1"], "LoadBalancer")
-    assert ingress_ips(core.read_namespaced_service_status("myapp", "web")) == ["188.184.50.1"]
+    assert ingress_ips(core.read_namespaced_service_status("myapp", namespace)) == ["188.184.50.1"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            {"ip": "188.184.50.1", "ipMode": "Direct"},
+            'status.loadBalancer.ingress[0].ipMode: Unsupported value: "Direct"',
+        ),
+        (
+            {"ip": "not-an-ip", "ipMode": "VIP"},
+            'status.loadBalancer.ingress[0].ip: Invalid value: "not-an-ip"',
+        ),
+    ],
+)
+def test_an_invalid_load_balancer_status_is_422_and_changes_nothing(
+    any_core: tuple[client.CoreV1Api, str], entry: dict[str, str], problem: str
+) -> None:
+    core, namespace = any_core
+    core.create_namespaced_service(namespace, load_balancer_service("myapp"))
+
+    with pytest.raises(ApiException) as refused:
+        core.patch_namespaced_service_status(
+            "myapp", namespace, {"status": {"loadBalancer": {"ingress": [entry]}}}
+        )
+
+    assert refused.value.status == 422
+    assert problem in json.loads(refused.value.body)["message"]
+    assert ingress_ips(core.read_namespaced_service_status("myapp", namespace)) == []
+
+
+def test_an_ip_mode_defaults_to_vip_only_when_the_written_object_is_a_load_balancer(
+    any_core: tuple[client.CoreV1Api, str],
+) -> None:
+    core, namespace = any_core
+    core.create_namespaced_service(namespace, load_balancer_service("myapp"))
+    without_mode = {"loadBalancer": {"ingress": [{"ip": "188.184.50.1"}]}}
+
+    patched = core.patch_namespaced_service_status("myapp", namespace, {"status": without_mode})
+    assert [entry.ip_mode for entry in patched.status.load_balancer.ingress] == ["VIP"]
+
+    # A body that says another type is not defaulted (the type itself is not written through /status).
+    with pytest.raises(ApiException) as refused:
+        core.patch_namespaced_service_status(
+            "myapp", namespace, {"spec": {"type": "NodePort"}, "status": without_mode}
+        )
+    assert refused.value.status == 422
+    assert (
+        "ipMode: Required value: must be specified when `ip` is set"
+        in json.loads(refused.value.body)["message"]
+    )
 
 
 def test_a_watch_on_services_sees_the_address_arrive_and_the_service_go(

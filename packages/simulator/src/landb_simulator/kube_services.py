@@ -19,6 +19,7 @@ SERVICE_CIDR = ipaddress.ip_network("10.254.0.0/16")
 """Magnum's default service network."""
 NODE_PORTS = range(30000, 32768)
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+IP_MODES = ("Proxy", "VIP")
 
 
 def prepare_new_service(service: Obj, existing: Iterable[Obj]) -> list[str]:
@@ -55,6 +56,30 @@ def prepare_new_service(service: Obj, existing: Iterable[Obj]) -> list[str]:
             taken_ports.add(port["nodePort"])
     service["status"] = {"loadBalancer": {}}
     return []
+
+
+def default_and_check_status(service: Obj) -> list[str]:
+    """The API server's defaulting and checks of ``status.loadBalancer.ingress`` on a status write: an
+    ``ip`` must be an address and comes with an ``ipMode`` (``VIP`` or ``Proxy``), which defaults to ``VIP``
+    only when the object written says ``type: LoadBalancer`` (defaulting sees the body as sent)."""
+    if service.get("spec", {}).get("type") == "LoadBalancer":
+        for entry in load_balancer_ingress(service):
+            if entry.get("ip") and entry.get("ipMode") is None:
+                entry["ipMode"] = "VIP"
+    problems = []
+    for index, entry in enumerate(load_balancer_ingress(service)):
+        where = f"status.loadBalancer.ingress[{index}]"
+        ip, mode = entry.get("ip"), entry.get("ipMode")
+        if ip is not None:
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                problems.append(f'{where}.ip: Invalid value: "{ip}": must be a valid IP address')
+        if ip and mode is None:
+            problems.append(f"{where}.ipMode: Required value: must be specified when `ip` is set")
+        elif mode is not None and mode not in IP_MODES:
+            problems.append(f'{where}.ipMode: Unsupported value: "{mode}": supported values: "Proxy", "VIP"')
+    return problems
 
 
 def load_balancer_ingress(service: Obj) -> list[dict[str, Any]]:

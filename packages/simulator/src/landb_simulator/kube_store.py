@@ -22,7 +22,7 @@ from typing import Any
 
 import jsonpatch
 
-from landb_simulator.kube_services import prepare_new_service
+from landb_simulator.kube_services import default_and_check_status, prepare_new_service
 from landb_simulator.selectors import FieldSelector
 from landb_webhook.selector import LabelSelector, is_valid_label_key, is_valid_label_value
 
@@ -583,6 +583,7 @@ def _scoped(resource: str, current: Obj, updated: Obj, *, status: bool) -> Obj:
     if resource not in WITH_STATUS_SUBRESOURCE:
         return updated
     if status:
+        _refuse(resource, updated, default_and_check_status(updated))
         scoped = copy.deepcopy(current)
         scoped["status"] = updated.get("status") or {}
         scoped["metadata"]["resourceVersion"] = updated.get("metadata", {}).get("resourceVersion")
