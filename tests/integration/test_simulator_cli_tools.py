@@ -141,3 +141,34 @@ def test_openstack_server_lock_and_unlock(
 
     openstack_cli(cloud, "server", "unlock", cluster[0])
     assert simulator.state.server(server_id).locked is False
+
+
+@needs_openstack
+def test_openstack_loadbalancer_list_show_set_and_unset_tags(
+    simulator: Simulator, sim_clients: ClientConfig
+) -> None:
+    """CERN's documented way to name a load balancer, typed as an operator does (python-octaviaclient)."""
+    octavia = simulator.state.octavia
+    lb_id = octavia.add_load_balancer("kube-ingress-svc", "188.184.40.1", tags=["owner=team-a"])
+    cloud = sim_clients.cloud_name
+
+    listed = json.loads(openstack_cli(cloud, "loadbalancer", "list", "-f", "json"))
+    assert [(lb["id"], lb["vip_address"], lb["provisioning_status"]) for lb in listed] == [
+        (lb_id, "188.184.40.1", "ACTIVE")
+    ]
+    openstack_cli(cloud, "loadbalancer", "set", "--tag", "landb-alias=myapp", "kube-ingress-svc")
+    shown = json.loads(openstack_cli(cloud, "loadbalancer", "show", "kube-ingress-svc", "-f", "json"))
+    assert shown["tags"] == ["landb-alias=myapp", "owner=team-a"]
+    assert shown["vip_port_id"] == octavia.load_balancer(lb_id).vip_port_id
+    tagged = json.loads(
+        openstack_cli(cloud, "loadbalancer", "list", "--tags", "landb-alias=myapp", "-f", "json")
+    )
+    assert [lb["id"] for lb in tagged] == [lb_id]
+
+    openstack_cli(cloud, "loadbalancer", "unset", "--tag", "landb-alias=myapp", lb_id)
+    assert octavia.load_balancer(lb_id).tags == ("owner=team-a",)
+    assert [change.tags for change in octavia.tag_history(lb_id)] == [
+        ("owner=team-a",),
+        ("landb-alias=myapp", "owner=team-a"),
+        ("owner=team-a",),
+    ]

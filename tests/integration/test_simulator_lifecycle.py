@@ -120,8 +120,13 @@ def test_run_simulator_serves_a_seeded_cluster_until_stopped(tmp_path: Path, htt
         assert http.get(f"{url[1]}/version").status_code == 200
         api_client = config.new_client_from_config(config_file=str(tmp_path / "kubeconfig"))
         nodes = client.CoreV1Api(api_client).list_node(label_selector="role=ingress").items
+        services = client.CoreV1Api(api_client).list_service_for_all_namespaces().items
         api_client.close()
         assert len(nodes) == 2
+        (service,) = services
+        vip = service.status.load_balancer.ingress[0].ip
+        assert service.spec.type == "LoadBalancer"
+        assert f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}" in console.getvalue()
         assert f"KUBECONFIG={tmp_path / 'kubeconfig'}" in console.getvalue()
     finally:
         stop.set()

@@ -74,3 +74,23 @@ def test_demo_instructions_are_ready_to_paste() -> None:
     openstack = next(w for w in commands if w[0] == "OS_CLIENT_CONFIG_FILE=/tmp/demo state/clouds.yaml")
     # The CLI make demo installed, so the line works without activating the virtualenv.
     assert shutil.which(openstack[1]) is not None, openstack
+
+
+def test_demo_instructions_show_the_load_balancer_service_and_its_tags() -> None:
+    text = demo_instructions(
+        api="http://127.0.0.1:8888",
+        health="http://127.0.0.1:8080",
+        state_dir=Path("/tmp/demo"),
+        cloud_name="simulator",
+        ingress_ips=["188.184.1.2"],
+        node_name="demo-abc-node-0",
+        load_balancer=("kube_service_demo_default_myservice", "137.138.4.5"),
+    )
+    commands = [
+        shlex.split(line) for line in text.splitlines() if line.strip().startswith(("kubectl", "OS_"))
+    ]
+
+    assert ["kubectl", "--kubeconfig", "/tmp/demo/kubeconfig", "get", "services"] in commands
+    (show,) = [words for words in commands if "loadbalancer" in words]
+    assert show[-4:] == ["show", "kube_service_demo_default_myservice", "-c", "tags"]
+    assert "VIP 137.138.4.5" in text

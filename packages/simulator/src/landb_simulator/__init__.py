@@ -1,5 +1,6 @@
-"""Simulated Keystone v3, Nova v2.1 and Kubernetes core APIs on loopback, for tests, benchmarks and demo,
-and external-dns' planner (:mod:`landb_simulator.external_dns`) to drive the webhook as its loop does.
+"""Simulated Keystone v3, Nova v2.1, Octavia v2 and Kubernetes core APIs on loopback, for tests,
+benchmarks and demo, and external-dns' planner (:mod:`landb_simulator.external_dns`) to drive the webhook
+as its loop does.
 
 Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kubectl) talk to it unchanged:
 
@@ -9,7 +10,7 @@ Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kub
 """
 
 from landb_simulator.runner import run_simulator
-from landb_simulator.seed import seed_cluster
+from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import ClientConfig, Simulator
 from landb_simulator.state import (
     ApiCall,
@@ -31,4 +32,5 @@ __all__ = [
     "SimulatorState",
     "run_simulator",
     "seed_cluster",
+    "seed_load_balancer_service",
 ]

@@ -16,13 +16,19 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from landb_simulator import glance, keystone, kube, nova
+from landb_simulator import glance, keystone, kube, neutron, nova, octavia
 from landb_simulator.lifecycle import Lifecycle
 from landb_simulator.state import ApiCall, FaultAction, SimulatorState
 
 log = logging.getLogger("landb_simulator")
 
-_PREFIXES = (("/identity", "keystone"), ("/compute", "nova"), ("/image", "glance"))
+_PREFIXES = (
+    ("/identity", "keystone"),
+    ("/compute", "nova"),
+    ("/image", "glance"),
+    ("/load-balancer", "octavia"),
+    ("/network", "neutron"),
+)
 _KUBE_REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -50,6 +56,10 @@ def error_response(api: str, status: int, message: str) -> Response:
     """The error body each API family uses, so clients parse injected faults like real ones."""
     if api == "nova":
         return nova.nova_error(status, message)
+    if api == "octavia":
+        return octavia.octavia_error(status, message)
+    if api == "neutron":
+        return neutron.neutron_error(status, message)
     if api in ("keystone", "glance"):
         return keystone.keystone_error(status, message)
     return kube.kube_error(status, _KUBE_REASONS.get(status, "Unknown"), message)
@@ -164,6 +174,8 @@ def build_app(state: SimulatorState, lifecycle: Lifecycle) -> ASGIApp:
         *keystone.routes(state),
         *nova.NovaApi(state).routes(),
         *glance.routes(state),
+        *octavia.OctaviaApi(state).routes(),
+        *neutron.NeutronApi(state).routes(),
         *kube.KubeApi(state, lifecycle).routes(),
     ]
     app = Starlette(

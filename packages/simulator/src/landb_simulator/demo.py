@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from landb_simulator.seed import seed_cluster
+from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import Simulator, listen
 from landb_webhook.cli import PROG as WEBHOOK_PROG
 from landb_webhook.cli import run_webhook
@@ -47,6 +47,7 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
     api_port, health_port = (listener.getsockname()[1] for listener in listeners)
     with Simulator() as sim:
         ingress_names = seed_cluster(sim.state, ingress_nodes=INGRESS_NODES, workers=1)[:INGRESS_NODES]
+        lb_id, vip = seed_load_balancer_service(sim.state)
         servers = {server.name: server for server in sim.state.servers()}
         first_ingress = servers[ingress_names[0]]
         # An alias someone set by hand, without an ownership claim: the webhook must leave it alone.
@@ -74,6 +75,7 @@ def run_demo(state_dir: Path, *, api_port: int, health_port: int) -> int:
                 cloud_name=config.cloud_name,
                 ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],
                 node_name=first_ingress.name,
+                load_balancer=(sim.state.octavia.load_balancer(lb_id).name, vip),
             ),
             flush=True,
         )
@@ -87,9 +89,17 @@ def installed_command(name: str) -> str:
 
 
 def demo_instructions(
-    *, api: str, health: str, state_dir: Path, cloud_name: str, ingress_ips: Sequence[str], node_name: str
+    *,
+    api: str,
+    health: str,
+    state_dir: Path,
+    cloud_name: str,
+    ingress_ips: Sequence[str],
+    node_name: str,
+    load_balancer: tuple[str, str] | None = None,
 ) -> str:
-    """Ready-to-paste commands exercising every webhook call and showing where the result lands."""
+    """Ready-to-paste commands exercising every webhook call and showing where the result lands;
+    ``load_balancer`` (name, VIP): the seeded LoadBalancer Service's, shown with its Octavia side."""
     record = Endpoint("myapp.cern.ch", "A", tuple(sorted(ingress_ips)))
     claim = Endpoint(
         "a-myapp.cern.ch",
@@ -112,6 +122,15 @@ def demo_instructions(
             f"OS_CLIENT_CONFIG_FILE={clouds}",
         ]
     )
+    service = ""
+    if load_balancer is not None:
+        lb_name, vip = load_balancer
+        service = f"""
+  # the LoadBalancer Service default/myservice and its Octavia load balancer (VIP {vip}), named as
+  # CERN names a load balancer: a landb-alias=<name> tag
+  kubectl --kubeconfig {kubeconfig} get services
+  OS_CLIENT_CONFIG_FILE={clouds} {openstack} --os-cloud {cloud_name} loadbalancer show {lb_name} -c tags
+"""
     return f"""
 {PROG} demo: webhook API on {api}, health and metrics on {health}.
 The simulated cluster has 3 ingress nodes and 1 worker; {node_name} already carries the hand-set
@@ -131,7 +150,7 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   kubectl --kubeconfig {kubeconfig} get nodes --show-labels
   kubectl --kubeconfig {kubeconfig} get configmap -n default -o yaml
   curl -s {health}/metrics | grep ^landb_webhook_
-
+{service}
   # what an operator runs on a cluster, with the webhook's settings: status (read-only), then adopt
   # for the hand-set alias (drop --dry-run to write the claim; external-dns then owns legacy.cern.ch)
   {settings} {landb} status

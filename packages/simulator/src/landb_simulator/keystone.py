@@ -77,6 +77,8 @@ def service_catalog(root: str) -> list[dict[str, Any]]:
         service("identity", "keystone", f"{root}/identity/v3"),
         service("compute", "nova", f"{root}/compute/v2.1"),
         service("image", "glance", f"{root}/image"),
+        service("load-balancer", "octavia", f"{root}/load-balancer"),
+        service("network", "neutron", f"{root}/network"),
     ]
 
 

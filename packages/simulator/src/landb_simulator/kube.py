@@ -1,5 +1,5 @@
-"""The Kubernetes API over HTTP, at ``/``: discovery, nodes, pods, configmaps, namespaces (read-only), and
-``coordination.k8s.io/v1`` leases (what leader election uses).
+"""The Kubernetes API over HTTP, at ``/``: discovery, nodes, pods, configmaps, services (with their status
+subresource), namespaces (read-only), and ``coordination.k8s.io/v1`` leases (what leader election uses).
 
 Shaped for the official Python client and kubectl: bearer-token authentication, Status objects for errors,
 list/watch with label and field selectors, limit/continue paging, server-side Table rendering (what
@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from landb_simulator.kube_services import service_cells
 from landb_simulator.kube_store import (
     API_VERSIONS,
     CONFIGMAPS,
@@ -30,6 +31,7 @@ from landb_simulator.kube_store import (
     LEASES,
     NODES,
     PODS,
+    SERVICES,
     Gone,
     KubeError,
     Obj,
@@ -88,6 +90,22 @@ API_RESOURCES = {
             "verbs": _VERBS,
             "shortNames": ["po"],
             "storageVersionHash": "xPOwRZ+Yhw8=",
+        },
+        {
+            "name": "services",
+            "singularName": "service",
+            "namespaced": True,
+            "kind": "Service",
+            "verbs": _VERBS,
+            "shortNames": ["svc"],
+            "storageVersionHash": "0/CO1lhkEBI=",
+        },
+        {
+            "name": "services/status",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "Service",
+            "verbs": ["get", "patch", "update"],
         },
     ],
 }
@@ -233,6 +251,15 @@ TABLE_COLUMNS = {
         _column("Holder", "string", "The holder of the lease."),
         _column("Age", "string", "CreationTimestamp is the time the object was created."),
     ],
+    SERVICES: [
+        _column("Name", "string", "Name must be unique within a namespace.", fmt="name"),
+        _column("Type", "string", "The type of the service."),
+        _column("Cluster-IP", "string", "The cluster IP of the service."),
+        _column("External-IP", "string", "The external IP of the service."),
+        _column("Port(s)", "string", "The ports of the service."),
+        _column("Age", "string", "CreationTimestamp is the time the object was created."),
+        _column("Selector", "string", "The label selector of the service.", 1),
+    ],
     "namespaces": [
         _column("Name", "string", "Name must be unique within a namespace.", fmt="name"),
         _column("Status", "string", "The status of the namespace"),
@@ -263,6 +290,8 @@ def _cells(resource: str, obj: Obj, now: datetime) -> list[Any]:
     if resource == LEASES:
         holder = (obj.get("spec") or {}).get("holderIdentity") or ""
         return [obj["metadata"]["name"], holder, human_age(created, now)]
+    if resource == SERVICES:
+        return service_cells(obj, human_age(created, now))
     return [obj["metadata"]["name"], "Active", human_age(created, now)]
 
 
@@ -416,6 +445,24 @@ class KubeApi:
                 "/api/v1/namespaces/{namespace}/configmaps/{name}",
                 resource(CONFIGMAPS, single),
                 methods=object_verbs,
+            ),
+            Route("/api/v1/services", resource(SERVICES, {"GET": self.collection}), methods=["GET"]),
+            Route(
+                "/api/v1/namespaces/{namespace}/services",
+                resource(SERVICES, collection),
+                methods=["GET", "POST"],
+            ),
+            Route(
+                "/api/v1/namespaces/{namespace}/services/{name}",
+                resource(SERVICES, single),
+                methods=object_verbs,
+            ),
+            Route(
+                "/api/v1/namespaces/{namespace}/services/{name}/status",
+                resource(
+                    SERVICES, {"GET": self.read, "PUT": self.replace_status, "PATCH": self.patch_status}
+                ),
+                methods=["GET", "PUT", "PATCH"],
             ),
             Route(f"/apis/{COORDINATION}", auth(self.api_group), methods=["GET"]),
             Route(f"/apis/{COORDINATION_VERSION}", auth(self.coordination_resources), methods=["GET"]),
@@ -605,16 +652,22 @@ class KubeApi:
             return JSONResponse(as_table(request, resource, [obj], metadata))
         return JSONResponse(obj)
 
-    async def replace(self, request: Request, resource: str) -> Response:
+    async def replace(self, request: Request, resource: str, *, status: bool = False) -> Response:
         body = await _json_object(request)
         namespace, name = request.path_params.get("namespace"), request.path_params["name"]
-        return JSONResponse(self.store.update(resource, namespace, name, body))
+        return JSONResponse(self.store.update(resource, namespace, name, body, status=status))
 
-    async def patch(self, request: Request, resource: str) -> Response:
+    async def patch(self, request: Request, resource: str, *, status: bool = False) -> Response:
         patch_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         body = await _json_body(request)
         namespace, name = request.path_params.get("namespace"), request.path_params["name"]
-        return JSONResponse(self.store.patch(resource, namespace, name, patch_type, body))
+        return JSONResponse(self.store.patch(resource, namespace, name, patch_type, body, status=status))
+
+    async def replace_status(self, request: Request, resource: str) -> Response:
+        return await self.replace(request, resource, status=True)
+
+    async def patch_status(self, request: Request, resource: str) -> Response:
+        return await self.patch(request, resource, status=True)
 
     async def delete(self, request: Request, resource: str) -> Response:
         options = await _json_object(request) if (await request.body()).strip() else {}

@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonpatch
 
+from landb_simulator.kube_services import default_and_check_status, prepare_new_service
 from landb_simulator.selectors import FieldSelector
 from landb_webhook.selector import LabelSelector, is_valid_label_key, is_valid_label_value
 
@@ -29,9 +30,19 @@ NODES = "nodes"
 PODS = "pods"
 CONFIGMAPS = "configmaps"
 LEASES = "leases"
-KINDS = {NODES: "Node", PODS: "Pod", CONFIGMAPS: "ConfigMap", LEASES: "Lease"}
-NAMESPACED = {NODES: False, PODS: True, CONFIGMAPS: True, LEASES: True}
-API_VERSIONS = {NODES: "v1", PODS: "v1", CONFIGMAPS: "v1", LEASES: "coordination.k8s.io/v1"}
+SERVICES = "services"
+KINDS = {NODES: "Node", PODS: "Pod", CONFIGMAPS: "ConfigMap", LEASES: "Lease", SERVICES: "Service"}
+NAMESPACED = {NODES: False, PODS: True, CONFIGMAPS: True, LEASES: True, SERVICES: True}
+API_VERSIONS = {
+    NODES: "v1",
+    PODS: "v1",
+    CONFIGMAPS: "v1",
+    LEASES: "coordination.k8s.io/v1",
+    SERVICES: "v1",
+}
+WITH_STATUS_SUBRESOURCE = frozenset({SERVICES})
+"""Resources whose status only the ``/status`` subresource writes (the simulator's nodes and pods take
+theirs with the object, as its helpers need)."""
 
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 DEFAULT_EVENT_WINDOW = 10_000
@@ -263,14 +274,7 @@ def _validate(resource: str, obj: Obj) -> None:
             problems.append(f"[]: Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes")
     if resource == LEASES:
         problems += _lease_problems(obj.get("spec") or {})
-    if problems:
-        raise KubeError(
-            422,
-            "Invalid",
-            f'{KINDS[resource]} "{name}" is invalid: {"; ".join(problems)}',
-            name=name,
-            resource=resource,
-        )
+    _refuse(resource, obj, problems)
 
 
 def _lease_problems(spec: Any) -> list[str]:
@@ -351,6 +355,8 @@ class KubeStore:
         obj["kind"] = KINDS[resource]
         _validate(resource, obj)
         with self._lock:
+            if resource == SERVICES:
+                _refuse(resource, obj, prepare_new_service(obj, self._objects[SERVICES].values()))
             key = _key(obj)
             if key in self._objects[resource]:
                 raise KubeError(
@@ -365,8 +371,12 @@ class KubeStore:
             metadata["creationTimestamp"] = _now()
             return self._store(resource, obj, "ADDED", None)
 
-    def update(self, resource: str, namespace: str | None, name: str, obj: Obj) -> Obj:
-        """PUT semantics: a non-empty metadata.resourceVersion must equal the stored one (409 otherwise)."""
+    def update(
+        self, resource: str, namespace: str | None, name: str, obj: Obj, *, status: bool = False
+    ) -> Obj:
+        """PUT semantics: a non-empty metadata.resourceVersion must equal the stored one (409 otherwise).
+
+        ``status``: a write to the status subresource, which changes the status only."""
         obj = copy.deepcopy(obj)
         metadata = obj.setdefault("metadata", {})
         if metadata.get("name") != name:
@@ -379,15 +389,24 @@ class KubeStore:
         _take_request_namespace(resource, metadata, namespace)
         with self._lock:
             current = self._require(resource, namespace, name)
-            return self._replace(resource, current, obj)
+            return self._replace(resource, current, _scoped(resource, current, obj, status=status))
 
-    def patch(self, resource: str, namespace: str | None, name: str, patch_type: str, patch: Any) -> Obj:
+    def patch(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        patch_type: str,
+        patch: Any,
+        *,
+        status: bool = False,
+    ) -> Obj:
         with self._lock:
             current = self._require(resource, namespace, name)
             patched = apply_patch(copy.deepcopy(current), patch_type, patch)
             if patched.get("metadata", {}).get("name") != name:
                 raise KubeError(422, "Invalid", "metadata.name: Invalid value: field is immutable")
-            return self._replace(resource, current, patched)
+            return self._replace(resource, current, _scoped(resource, current, patched, status=status))
 
     def mutate(self, resource: str, namespace: str | None, name: str, change: Callable[[Obj], None]) -> Obj:
         """Change an object in place through a callback (for the simulator's own helpers)."""
@@ -556,6 +575,33 @@ class KubeStore:
     def subscriber_count(self) -> int:
         with self._lock:
             return len(self._subscribers)
+
+
+def _scoped(resource: str, current: Obj, updated: Obj, *, status: bool) -> Obj:
+    """What a write may change where a status subresource exists: the status alone through it, everything
+    but the status through the object itself (the API server drops the rest without an error)."""
+    if resource not in WITH_STATUS_SUBRESOURCE:
+        return updated
+    if status:
+        _refuse(resource, updated, default_and_check_status(updated))
+        scoped = copy.deepcopy(current)
+        scoped["status"] = updated.get("status") or {}
+        scoped["metadata"]["resourceVersion"] = updated.get("metadata", {}).get("resourceVersion")
+        return scoped
+    updated["status"] = copy.deepcopy(current.get("status") or {})
+    return updated
+
+
+def _refuse(resource: str, obj: Obj, problems: list[str]) -> None:
+    if problems:
+        name = obj["metadata"]["name"]
+        raise KubeError(
+            422,
+            "Invalid",
+            f'{KINDS[resource]} "{name}" is invalid: {"; ".join(problems)}',
+            name=name,
+            resource=resource,
+        )
 
 
 def _without_version(obj: Mapping[str, Any]) -> Obj:

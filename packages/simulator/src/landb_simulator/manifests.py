@@ -1,4 +1,5 @@
-"""The Node objects the simulator registers, shaped like a kubelet on a CERN Magnum VM registers them."""
+"""The objects the simulator registers: Nodes shaped like a kubelet on a CERN Magnum VM registers them,
+ingress controller pods, and Services as users write them."""
 
 from __future__ import annotations
 
@@ -100,5 +101,26 @@ def pod_manifest(
                 {"type": "ContainersReady", "status": status, "lastTransitionTime": since or now},
             ],
             "startTime": now,
+        },
+    }
+
+
+def service_manifest(
+    name: str,
+    service_type: str,
+    ports: tuple[int, ...],
+    selector: Mapping[str, str] | None,
+    annotations: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """A Service as a user writes it; the API server fills in the cluster IP, node ports and status."""
+    metadata: dict[str, Any] = {"name": name}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {
+        "metadata": metadata,
+        "spec": {
+            "type": service_type,
+            "selector": dict(selector or {"app": name}),
+            "ports": [{"name": f"port-{port}", "port": port, "protocol": "TCP"} for port in ports],
         },
     }

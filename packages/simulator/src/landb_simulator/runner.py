@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from landb_simulator.seed import seed_cluster
+from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import Simulator
 from landb_simulator.state import SimulatorState
 
@@ -34,15 +34,18 @@ def run_simulator(
     with _stop_on_signals(stop):
         state = SimulatorState()
         nodes = seed_cluster(state, cluster=cluster, ingress_nodes=ingress_nodes, workers=workers)
+        _, vip = seed_load_balancer_service(state, cluster=cluster)
         with Simulator(host, port, state=state) as simulator:
             config = simulator.write_client_config(Path(state_dir))
-            print(f"Simulator (Keystone, Nova, Kubernetes) listening on {simulator.url}", file=out)
+            print(f"Simulator (Keystone, Nova, Octavia, Kubernetes) listening on {simulator.url}", file=out)
             print(f"Cluster {cluster!r}: {len(nodes)} nodes, {ingress_nodes} with role=ingress", file=out)
+            print(f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}", file=out)
             print("Point the clients at it:", file=out)
             for name, value in config.environment().items():
                 print(f"  export {name}={value}", file=out)
             print("  kubectl get nodes -L role", file=out)
             print("  openstack server list --long", file=out)
+            print("  kubectl get services; openstack loadbalancer list", file=out)
             print("Stop with Ctrl-C.", file=out, flush=True)
             while not stop.wait(0.5):  # bounded, so the main thread keeps handling signals promptly
                 pass

@@ -1,4 +1,5 @@
-"""A reproducible CERN Magnum cluster: nodes named like Magnum's, a server each, LanDB keys already set."""
+"""A reproducible CERN Magnum cluster: nodes named like Magnum's, a server each, LanDB keys already set;
+and a LoadBalancer Service with the Octavia load balancer the cloud controller manager builds for it."""
 
 from __future__ import annotations
 
@@ -32,9 +33,14 @@ def server_id(cluster: str, name: str) -> str:
 
 def node_ip(cluster: str, index: int) -> str:
     """A distinct address in 188.184.0.0/16 (CERN's routable range) per node, stable per cluster."""
-    offset = int.from_bytes(hashlib.sha256(f"ip:{cluster}".encode()).digest()[:4], "big") % (254 * 254)
+    return _stable_address("188.184", f"ip:{cluster}", index)
+
+
+def _stable_address(network: str, key: str, index: int) -> str:
+    """The ``index``-th address in the /16 ``network``, from a start that ``key`` decides."""
+    offset = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % (254 * 254)
     position = (offset + index) % (254 * 254)
-    return f"188.184.{1 + position // 254}.{1 + position % 254}"
+    return f"{network}.{1 + position // 254}.{1 + position % 254}"
 
 
 def cern_vm_metadata(cluster: str, name: str) -> dict[str, str]:
@@ -81,3 +87,35 @@ def seed_cluster(
         state.add_node(name, labels=labels, provider_id=f"openstack:///{uuid_}", internal_ips=[ip])
         names.append(name)
     return names
+
+
+def load_balancer_vip(cluster: str, index: int = 0) -> str:
+    """A distinct address in 137.138.0.0/16 (CERN's other routable range) per load balancer, stable per
+    cluster: never one of the nodes' addresses, which are in 188.184.0.0/16."""
+    return _stable_address("137.138", f"vip:{cluster}", index)
+
+
+def seed_load_balancer_service(
+    state: SimulatorState, *, cluster: str = "demo", namespace: str = "default", name: str = "myservice"
+) -> tuple[str, str]:
+    """A LoadBalancer Service and the Octavia load balancer the OpenStack cloud controller manager builds for
+    it: named ``kube_service_<cluster>_<namespace>_<name>``, tagged with that name, its VIP written into the
+    Service's ``status.loadBalancer.ingress``. The Service asks external-dns for ``<name>.cern.ch``.
+    Returns (load balancer id, VIP)."""
+    lb_name = f"kube_service_{cluster}_{namespace}_{name}"
+    vip = load_balancer_vip(cluster)
+    lb_id = state.octavia.add_load_balancer(
+        lb_name,
+        vip,
+        tags=[lb_name],
+        description=f"Kubernetes external service {namespace}/{name} from cluster {cluster}",
+        load_balancer_id=str(uuid.uuid5(_NAMESPACE, f"{cluster}/load-balancer/{namespace}/{name}")),
+    )
+    state.add_service(
+        namespace,
+        name,
+        ports=[443],
+        annotations={"external-dns.alpha.kubernetes.io/hostname": f"{name}.cern.ch"},
+    )
+    state.set_load_balancer_ingress(namespace, name, [vip])
+    return lb_id, vip

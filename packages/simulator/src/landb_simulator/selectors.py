@@ -47,6 +47,10 @@ SUPPORTED_FIELDS: dict[str, dict[str, FieldGetter]] = {
         "metadata.name": _metadata_field("name"),
         "metadata.namespace": _metadata_field("namespace"),
     },
+    "services": {
+        "metadata.name": _metadata_field("name"),
+        "metadata.namespace": _metadata_field("namespace"),
+    },
 }
 
 

@@ -22,10 +22,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from landb_simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
-from landb_simulator.kube_store import CONFIGMAPS, NODES, PODS, KubeStore, Obj
-from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest
+from landb_simulator.kube_store import CONFIGMAPS, NODES, PODS, SERVICES, KubeStore, Obj
+from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest, service_manifest
+from landb_simulator.octavia_store import LoadBalancerStore
 
-Api = Literal["keystone", "nova", "glance", "kubernetes"]
+Api = Literal["keystone", "nova", "glance", "octavia", "neutron", "kubernetes"]
 MetadataOperation = Literal["POST", "PUT", "PUT_KEY", "DELETE"]
 
 DEFAULT_MAX_SERVER_META = 128
@@ -222,6 +223,8 @@ class SimulatorState:
         self._lock = threading.RLock()
         self.identity = IdentityStore(self._lock, clock=clock)
         self.kube = KubeStore(self._lock)
+        self.octavia = LoadBalancerStore(self._lock)
+        """Octavia's load balancers and the floating IPs bound to their VIP ports."""
         self._servers: dict[str, _Server] = {}
         self._max_server_meta = DEFAULT_MAX_SERVER_META
         self._history: list[MetadataChange] = []
@@ -676,6 +679,32 @@ class SimulatorState:
 
     def pods(self, namespace: str | None = None) -> list[Obj]:
         return self.kube.select(PODS, namespace)[0]
+
+    def add_service(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        service_type: str = "LoadBalancer",
+        ports: Iterable[int] = (80,),
+        selector: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Obj:
+        """A Service as ``kubectl apply`` creates it (emits ADDED); a LoadBalancer one has no address yet."""
+        manifest = service_manifest(name, service_type, tuple(ports), selector, annotations)
+        return self.kube.create(SERVICES, namespace, manifest)
+
+    def set_load_balancer_ingress(self, namespace: str, name: str, ips: Iterable[str]) -> Obj:
+        """Write ``status.loadBalancer.ingress`` through the status subresource, as the cloud controller
+        manager does once Octavia has built the load balancer (no ``ips``: the address is gone)."""
+        status = {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"} for ip in ips]}}
+        current = self.kube.get(SERVICES, namespace, name)
+        if current is None:
+            raise KeyError(f"no service {namespace}/{name}")
+        return self.kube.update(SERVICES, namespace, name, {**current, "status": status}, status=True)
+
+    def services(self, namespace: str | None = None) -> list[Obj]:
+        return self.kube.select(SERVICES, namespace)[0]
 
     def node(self, name: str) -> Obj | None:
         return self.kube.get(NODES, None, name)
