@@ -287,6 +287,7 @@ def test_octavia_and_neutron_calls_per_loop(make_cluster: Any, lbs: LoadBalancer
     ]
     lists = [m for m in moved if m[1] == "GET" and m[2].endswith("/loadbalancers")]
     assert len(lists) == 2  # Records, then the apply's fresh read
+    assert len(moved) == 8  # and a floating IP list with each, a GET and a PUT on each load balancer written
     assert sorted(m[1] for m in moved if lbs.app in m[2] or lbs.web in m[2]) == ["GET", "GET", "PUT", "PUT"]
 
 
