@@ -139,3 +139,33 @@ class WriterLease(Protocol):
         """The ``time.monotonic()`` moment until which ``tenure`` surely lasts (minus infinity once it
         has ended): a write sent before it cannot meet another replica's."""
         ...
+
+
+@dataclass(frozen=True)
+class LoadBalancer:
+    """An Octavia load balancer of the project: where its traffic arrives and its tags."""
+
+    id: str
+    name: str
+    vip_address: str
+    floating_ips: tuple[str, ...] = ()
+    """The floating IPs on the VIP's port (Neutron)."""
+    tags: tuple[str, ...] = ()
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The VIP and its floating IPs: what a LoadBalancer Service's status may show."""
+        return (self.vip_address, *self.floating_ips) if self.vip_address else self.floating_ips
+
+
+class LoadBalancerStore(Protocol):
+    """The project's Octavia load balancers (adapters.octavia)."""
+
+    def load_balancers(self) -> Sequence[LoadBalancer]:
+        """Every load balancer of the project, with its VIP, the VIP's floating IPs and its tags."""
+        ...
+
+    def update_tags(self, load_balancer_id: str, add: Sequence[str], remove: Sequence[str]) -> None:
+        """Add the ``landb-alias=`` tags of ``add`` and remove those of ``remove``, reading the tags
+        afresh first and keeping every other tag (Octavia replaces the whole list)."""
+        ...

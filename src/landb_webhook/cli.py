@@ -416,6 +416,8 @@ def _read_status(settings: Settings, ports: Backends, *, departed: bool = False)
         domain=settings.dns_domain,
         health=health_policy(settings),
         state=ports.state if departed else None,
+        load_balancers=ports.load_balancers,
+        registry=settings.registry,
     )
 
 

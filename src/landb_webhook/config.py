@@ -196,6 +196,13 @@ class Settings(BaseSettings):
         "when external-dns wants its name (its carriers keep their N), instead of left alone.",
     )
 
+    loadbalancers: bool = Field(
+        True,
+        description="A name whose targets are the VIP (or a floating IP) of one of the project's Octavia "
+        "load balancers is published as a landb-alias=<name> tag on it, not on the ingress nodes "
+        "(needs Octavia read and tag rights); false: load balancers are never read or written.",
+    )
+
     # Safety
     max_removal_share: float = Field(
         0.5,

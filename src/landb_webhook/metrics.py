@@ -31,8 +31,17 @@ OPENSTACK_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 WRITE_OPERATIONS = ("post", "delete")
 WRITE_RESULTS = ("ok", "error", "dry_run")
-OPENSTACK_OPERATIONS = ("list_servers", "get_server", "set_metadata", "delete_metadata", "get_limits")
-UPSTREAMS = ("nova", "keystone", "kubernetes")
+OPENSTACK_OPERATIONS = (
+    "list_servers",
+    "get_server",
+    "set_metadata",
+    "delete_metadata",
+    "get_limits",
+    "list_load_balancers",
+    "list_floating_ips",
+    "set_load_balancer_tags",
+)
+UPSTREAMS = ("nova", "keystone", "kubernetes", "octavia", "neutron")
 OPENSTACK_RESULTS = ("ok", "error", "auth_error")
 """``auth_error``: Keystone failed before the call could be made; ``error``: Nova failed or did not answer."""
 REJECTION_REASONS = ("not_json", "wrong_shape", "too_large", "wrong_host", "wrong_media_type")
@@ -98,6 +107,11 @@ class Metrics:
     aliases_published: Gauge
     """Aliases published by this cluster's ingress nodes at the last inventory, by ``ownership``:
     ``owned`` (a TXT claim, or registry noop) or ``unowned`` (set by someone else, never touched)."""
+    load_balancer_tag_writes_total: Counter
+    """Octavia load balancer tag writes (a GET and a PUT each), by ``result`` (ok|error|dry_run)."""
+    load_balancer_aliases: Gauge
+    """Names published by ``landb-alias=`` tags on the project's load balancers at the last Records, by
+    ``ownership`` (owned|unowned)."""
     names_needing_attention: Gauge
     """Names ``landb-webhook status`` flags (a non-ingress carrier, one N on two nodes, a name twice on
     one node, an A and a CNAME alias for one name): each needs a human."""
@@ -214,6 +228,19 @@ class Metrics:
                 ["ownership"],
                 registry=registry,
             ),
+            load_balancer_tag_writes_total=Counter(
+                f"{PREFIX}_load_balancer_tag_writes_total",
+                "Octavia load balancer tag writes, by result (ok|error|dry_run).",
+                ["result"],
+                registry=registry,
+            ),
+            load_balancer_aliases=Gauge(
+                f"{PREFIX}_load_balancer_aliases",
+                "Names published by landb-alias tags on the project's load balancers at the last Records, "
+                "by ownership (owned|unowned).",
+                ["ownership"],
+                registry=registry,
+            ),
             names_needing_attention=Gauge(
                 f"{PREFIX}_names_needing_attention",
                 "Names landb-webhook status flags as needing a human, at the last inventory.",
@@ -302,6 +329,9 @@ class Metrics:
             metrics.dropped_endpoints_total.labels(reason=reason)
         for ownership in ALIAS_OWNERSHIP:
             metrics.aliases_published.labels(ownership=ownership)
+            metrics.load_balancer_aliases.labels(ownership=ownership)
+        for result in WRITE_RESULTS:
+            metrics.load_balancer_tag_writes_total.labels(result=result)
         for state in DNS_STATES:
             metrics.dns_names.labels(state=state)
         for result in DNS_QUERY_RESULTS:

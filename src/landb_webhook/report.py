@@ -93,6 +93,7 @@ def status_json(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | None
             {"node": f.node, "server_id": f.server_id, "key": f.key, "value": f.value}
             for f in status.frozen_forms
         ],
+        "load_balancers": [asdict(lb) for lb in status.load_balancers],
         "departed_servers": [
             {"node": d.node, "server_id": d.server_id, "server_name": d.server_name, "tokens": list(d.tokens)}
             for d in status.departed_servers
@@ -163,6 +164,14 @@ def status_table(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | Non
         *_section(
             "Frozen forms (read, never rewritten)",
             [f"{f.node} {f.key} = {f.value}" for f in status.frozen_forms],
+        ),
+        *_section(
+            "Load balancers carrying names (landb-alias= tags)",
+            [
+                f"{lb.name or '(no name)'} ({lb.id}) {','.join(lb.addresses)}: {', '.join(lb.names)}"
+                + (f" (unclaimed: {', '.join(lb.unclaimed)})" if lb.unclaimed else "")
+                for lb in status.load_balancers
+            ],
         ),
         *_section(
             "Servers of nodes that left the cluster (the next apply moves their aliases and cleans them)",

@@ -30,6 +30,7 @@ from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
 from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
+from landb_webhook.adapters.octavia import OctaviaLoadBalancers
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
@@ -219,6 +220,8 @@ class Backends:
     ownership: OwnershipStore
     state: StateStore
     """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
+    load_balancers: OctaviaLoadBalancers | None = None
+    """The project's Octavia load balancers, on the Nova adapter's session; None: LANDB_LOADBALANCERS off."""
 
 
 def build_backends(
@@ -250,7 +253,8 @@ def build_backends(
     else:
         ownership = InMemoryOwnershipStore()
         state = InMemoryStateStore()
-    ports = Backends(nodes, servers, ownership, state)
+    load_balancers = OctaviaLoadBalancers(servers) if settings.loadbalancers else None
+    ports = Backends(nodes, servers, ownership, state, load_balancers)
     return ports, Resources(nodes=nodes, servers=servers, ownership=ownership)
 
 
@@ -279,6 +283,7 @@ def build_provider(
         writer_lease=lease,
         state=ports.state,
         published=resources.published,
+        load_balancers=ports.load_balancers,
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),

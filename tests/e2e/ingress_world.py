@@ -50,22 +50,30 @@ LEGACY_TARGET_ANNOTATION = "external-dns.alpha.kubernetes.io/target"
 """The name older external-dns releases and many guides use; v0.22.0 ignores it."""
 
 
-def chart_rbac(namespace: str) -> list[dict[str, Any]]:
-    """What the official external-dns chart (1.21.1) renders for ``sources: [ingress]``, release
-    ``external-dns`` in ``namespace``: read access to Ingresses, nothing else."""
+READ = ["get", "watch", "list"]
+CHART_RULES = {
+    "ingress": [
+        {"apiGroups": ["extensions", "networking.k8s.io"], "resources": ["ingresses"], "verbs": READ}
+    ],
+    "service": [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": READ},
+        {"apiGroups": [""], "resources": ["services", "endpoints"], "verbs": READ},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ},
+    ],
+}
+
+
+def chart_rbac(namespace: str, sources: Iterable[str] = ("ingress",)) -> list[dict[str, Any]]:
+    """What the official external-dns chart (1.21.1) renders for ``sources``, release ``external-dns`` in
+    ``namespace``: read access to what those sources read, nothing else (for ``ingress``: Ingresses)."""
     name = f"external-dns-{namespace}"  # cluster-wide names: one per test namespace
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": name},
-            "rules": [
-                {
-                    "apiGroups": ["extensions", "networking.k8s.io"],
-                    "resources": ["ingresses"],
-                    "verbs": ["get", "watch", "list"],
-                }
-            ],
+            "rules": [rule for source in sources for rule in CHART_RULES[source]],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -91,8 +99,11 @@ class IngressWorld:
         external_dns: Path,
         workdir: Path,
         webhook_settings: Mapping[str, str] | None = None,
+        sources: tuple[str, ...] = ("ingress",),
     ) -> None:
+        """``sources``: external-dns' sources, in place of the README's ``--source=ingress``."""
         self.server = server
+        self.sources = sources
         self.sim = simulator
         self.state = simulator.state
         self.external_dns = external_dns
@@ -101,7 +112,7 @@ class IngressWorld:
         seed_cluster(self.state, ingress_nodes=3, workers=1)
         self.cluster = RealCluster(server, workdir, service_account=CHART_SERVICE_ACCOUNT)
         self.namespace = self.cluster.namespace
-        server.apply(chart_rbac(self.namespace))
+        server.apply(chart_rbac(self.namespace, sources))
         self.cluster.reset()
         for node in self.state.nodes():
             self.cluster.add_node(
@@ -123,6 +134,7 @@ class IngressWorld:
                 "LANDB_OWNERSHIP_NAMESPACE": self.namespace,
                 "LANDB_REGISTRY": "txt",
                 "LANDB_LOG_FORMAT": "json",
+                "LANDB_DNS_WATCH": "false",  # tests ask no resolver but a loopback one
                 **(webhook_settings or {}),
             },
             workdir / "webhook.log",
@@ -184,7 +196,7 @@ class IngressWorld:
             self.external_dns,
             *(flag for flag in flags if flag not in sources),
             webhook_url=self.tap.url,
-            source=[*sources, f"--kubeconfig={self.cluster.kubeconfig}"],
+            source=[*(f"--source={s}" for s in self.sources), f"--kubeconfig={self.cluster.kubeconfig}"],
             tap=self.tap,
             timeout=EXTERNAL_DNS_TIMEOUT,
         )

@@ -14,7 +14,7 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   so it is never used; the per-key resource call is, after the key is checked.
 - Every failure becomes backends.UpstreamError("nova" | "keystone", ...): retryable for 5xx,
   connection failures and timeouts, not retryable for 4xx. Whether and when a failed call is tried
-  again is adapters.retry's policy, applied in ``_call`` only: transient failures and 409s are
+  again is adapters.retry's policy, applied in ``call`` only: transient failures and 409s are
   retried with jittered exponential backoff, honouring ``Retry-After``, and no retry starts that
   could not finish before the webhook's reply deadline (or ``budget`` seconds, outside a webhook
   call). Retrying is safe: a merge POST sets the same values again, a DELETE of a gone key is done.
@@ -183,7 +183,7 @@ class OpenStackServerStore:
         by_name: dict[str, list[Server]] = defaultdict(list)
         for names in self._name_batches(sorted({node.name for node in nodes if node.name})):
             pattern = _name_pattern(names)
-            for server in self._call(
+            for server in self.call(
                 "search servers by name",
                 functools.partial(_find_by_name, pattern=pattern),
                 api="list_servers",
@@ -202,7 +202,7 @@ class OpenStackServerStore:
     def server(self, server_id: str) -> Server | None:
         """One GET of the server; None on Nova's 404 (it was deleted)."""
         _check_server_id(server_id)
-        return self._call(
+        return self.call(
             f"read server {server_id}", functools.partial(_find_by_id, server_id=server_id), api="get_server"
         )
 
@@ -216,7 +216,7 @@ class OpenStackServerStore:
         def post(conn: openstack.connection.Connection) -> None:
             sdk_exceptions.raise_from_response(conn.compute.post(_metadata_path(server_id), json=body))
 
-        self._call(f"set metadata on server {server_id}", post, api="set_metadata")
+        self.call(f"set metadata on server {server_id}", post, api="set_metadata")
 
     def delete_metadata(self, server_id: str, key: str) -> None:
         """Exactly one DELETE of ``key``; a key (or server) that is already gone counts as deleted."""
@@ -231,14 +231,14 @@ class OpenStackServerStore:
             except sdk_exceptions.NotFoundException:
                 log.debug("metadata key already gone", server_id=server_id, key=key)
 
-        self._call(f"delete metadata key {key!r} of server {server_id}", delete, api="delete_metadata")
+        self.call(f"delete metadata key {key!r} of server {server_id}", delete, api="delete_metadata")
 
     def max_metadata_items(self) -> int:
         """``absolute.maxServerMeta`` from ``GET /limits``, cached for ``limits_ttl`` seconds."""
         cached = self._max_metadata_items
         if cached is not None and time.monotonic() - cached[1] < self._limits_ttl:
             return cached[0]
-        limits = self._call("read limits", lambda conn: conn.compute.get_limits(), api="get_limits")
+        limits = self.call("read limits", lambda conn: conn.compute.get_limits(), api="get_limits")
         value = getattr(limits.absolute, "server_meta", None)
         if value is None:
             raise UpstreamError(NOVA, "GET /limits has no absolute.maxServerMeta", retryable=False)
@@ -366,10 +366,19 @@ class OpenStackServerStore:
             return None if self._answered else NOT_ANSWERED_YET
         return failure[1]
 
-    def _call(self, action: str, operation: Callable[[openstack.connection.Connection], T], *, api: str) -> T:
-        """Run one remote operation with error mapping, retried as adapters.retry decides.
+    def call(
+        self,
+        action: str,
+        operation: Callable[[openstack.connection.Connection], T],
+        *,
+        api: str,
+        upstream: str = NOVA,
+    ) -> T:
+        """Run one remote operation on this session (also for adapters.octavia) with error mapping,
+        retried as adapters.retry decides.
 
-        ``api`` is the fixed operation name the call is counted under (metrics.OPENSTACK_OPERATIONS).
+        ``api`` is the fixed operation name the call is counted under (metrics.OPENSTACK_OPERATIONS);
+        ``upstream`` the service it reaches, named in its errors.
         """
         deadline = self._clock() + self._budget
         replying_by = reply_deadline()
@@ -378,7 +387,7 @@ class OpenStackServerStore:
         retries: Counter[Failure] = Counter()
         while True:
             try:
-                return self._attempt(action, operation, api)
+                return self._attempt(action, operation, api, upstream)
             except UpstreamError as error:
                 failure, retry_after = _failure_of(error)
                 retries[failure] += 1
@@ -403,7 +412,13 @@ class OpenStackServerStore:
                 )
                 self._sleep(delay)
 
-    def _attempt(self, action: str, operation: Callable[[openstack.connection.Connection], T], api: str) -> T:
+    def _attempt(
+        self,
+        action: str,
+        operation: Callable[[openstack.connection.Connection], T],
+        api: str,
+        upstream: str = NOVA,
+    ) -> T:
         started = self._clock()
         # Authenticating first (a no-op while the cached token is fresh) tells Keystone failures
         # apart from Nova failures, which otherwise surface as the same keystoneauth exceptions.
@@ -422,7 +437,7 @@ class OpenStackServerStore:
         except Exception as exc:
             if isinstance(exc, AuthenticationBusy):
                 self._forget_if_wedged(conn)
-            error = upstream_error(exc, NOVA, action)
+            error = upstream_error(exc, upstream, action)
             self._observe(api, started, exc, error)
             raise error from exc
         self._observe(api, started, None, None)

@@ -32,6 +32,11 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | a make write fails on a server                 | that server's break write is held back, and so is every  |
 |                                                | break removing an alias it was adding                    |
 | a break write fails                            | its alias keeps its claim; the next loop retries         |
+| a name whose targets are a load balancer's VIP | a landb-alias tag on it (provider.loadbalancers): load   |
+| or floating IP                                 | balancer makes before server makes, server breaks before |
+|                                                | load balancer breaks; off the nodes in the break phase   |
+| a tag write fails (409 past its retries)       | every removal of that name, from servers or load         |
+|                                                | balancers, is held back                                  |
 | the writer lease is lost mid-way               | requests in flight finish, nothing more is sent, no      |
 |                                                | claim is dropped (WriterLeaseLost: 503)                  |
 | a removal landed                               | its claim is dropped after the break writes              |
@@ -49,7 +54,7 @@ without its claim: claims are written before aliases and dropped after them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from threading import Lock
 
@@ -58,10 +63,11 @@ import structlog
 from landb_webhook.backends import OwnershipStore, Server, ServerStore, UpstreamError, WriterLease
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
+from landb_webhook.landb.loadbalancers import plan_tags
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, plan_changes
 from landb_webhook.provider import publications
 from landb_webhook.provider.claims import Claims
-from landb_webhook.provider.context import Context, named
+from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named
 from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
 from landb_webhook.provider.executor import PlanExecutor, WriteFailure
 from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
@@ -69,8 +75,16 @@ from landb_webhook.provider.health import Placement
 from landb_webhook.provider.interface import ApplyError, ApplyRefused
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.kept_state import KeptState
+from landb_webhook.provider.loadbalancers import (
+    NO_TAG_WRITES,
+    LoadBalancerPath,
+    LoadBalancers,
+    TagOutcome,
+    TagWrites,
+    merged_carriers,
+)
 from landb_webhook.provider.removals import guard_removals
-from landb_webhook.provider.txt_registry import claimed_names
+from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
 
@@ -86,27 +100,35 @@ class Outcome:
     """Break writes not attempted because an addition they depend on did not land."""
     abandoned: WriterLeaseLost | None = None
     """Why the rest of the plan was not sent: the writer lease was no longer certain."""
+    tags: TagOutcome = NO_TAG_WRITES
+    """How the load balancers' tag writes went (provider.loadbalancers)."""
 
     def failed_labels(self) -> set[str]:
         """Labels whose change did not fully land: their TXT claims must stay."""
         labels = {t.label for f in self.failures for t in (*f.plan.added, *f.plan.removed)}
         labels.update(t.label for p in self.held_back for t in p.removed)
-        return labels
+        return labels | self.tags.failed_labels()
 
 
-def write_in_order(executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence) -> Outcome:
-    """Steps 6 and 7: every make write, then the break writes whose additions landed."""
-    # 6. make writes: every addition, on every server.
+def write_in_order(
+    executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence, tags: TagWrites | None = None
+) -> Outcome:
+    """Steps 6 and 7: every make write, on load balancers then servers, then the break writes whose
+    additions landed, on servers then load balancers (``tags``: the load balancers' writes, if any)."""
+    # 6. make writes: every addition, on every load balancer and every server.
+    tagged = tags.make(fence) if tags is not None else NO_TAG_WRITES
+    if tagged.abandoned is not None:
+        return Outcome(failures=(), held_back=(), abandoned=tagged.abandoned, tags=tagged)
     make_failures, abandoned = executor.run_phase(
         "make", [p for p in plans if p.make_write], lambda p: p.make_write, fence
     )
     if abandoned is not None:
-        return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned)
+        return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned, tags=tagged)
 
     # 7. break writes, but for a server whose make write failed, and for a removal of an alias whose new
-    # carrier was not written: that alias would be left with no carrier.
+    # carrier (a server or a load balancer) was not written: that alias would be left with no carrier.
     failed = {f.plan.server.server_id for f in make_failures}
-    unlanded = {t.label for f in make_failures for t in f.plan.added}
+    unlanded = {t.label for f in make_failures for t in f.plan.added} | tagged.unlanded()
     breaks, held_back = [], []
     for plan in plans:
         if not plan.break_write:
@@ -122,8 +144,13 @@ def write_in_order(executor: PlanExecutor, plans: Sequence[ServerPlan], fence: W
             continue
         breaks.append(plan)
     break_failures, abandoned = executor.run_phase("break", breaks, lambda p: p.break_write, fence)
+    if abandoned is None and tags is not None:
+        tagged = tagged.then(tags.brk(unlanded, fence))
     return Outcome(
-        failures=(*make_failures, *break_failures), held_back=tuple(held_back), abandoned=abandoned
+        failures=(*make_failures, *break_failures),
+        held_back=tuple(held_back),
+        abandoned=abandoned or tagged.abandoned,
+        tags=tagged,
     )
 
 
@@ -138,9 +165,12 @@ class Applier:
         claims: Claims,
         state: KeptState,
         writer_lease: WriterLease | None,
+        lbs: LoadBalancerPath,
     ) -> None:
-        """``writer_lease`` None: this is the only replica, it always writes."""
+        """``writer_lease`` None: this is the only replica, it always writes; ``lbs``: the names on load
+        balancers (provider.loadbalancers)."""
         self._context = context
+        self._lbs = lbs
         self._servers = servers
         self._ownership = ownership
         self._inventory = inventory
@@ -175,13 +205,17 @@ class Applier:
         started = time.monotonic()
         self._state.load()
         inventory = self._inventory.fresh()
+        lbs = self._lbs.fresh()
         claim_records = self._ownership.records()
         claims_before = claimed_names(claim_records)
 
-        # 2. ownership gate: what is not ours is refused, and which claims go with the aliases.
-        gated = self._claims.gate(changes, inventory, claim_records)
+        # 2. ownership gate: what is not ours is refused, and which claims go with the aliases; the names
+        # whose targets are a load balancer's go to it (provider.loadbalancers), not to the ingress nodes.
+        gated = self._claims.gate(changes, inventory, claim_records, tagged=lbs.carriers().keys())
         publish, withdraw, refused = gated.publish, gated.withdraw, gated.refused
-        carried_or_wanted = inventory.carriers().keys() | publish
+        carried_or_wanted = inventory.carriers().keys() | lbs.carriers().keys() | publish
+        homes, beside_plain_homes = self._routed_to_load_balancers(changes, publish, inventory, lbs, refused)
+        publish -= beside_plain_homes
 
         # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
         placement = context.placement(inventory)
@@ -190,14 +224,14 @@ class Applier:
             self._state.window,
             withdraw=withdraw,
             publish=publish,
-            published=placement.current,
+            published=merged_carriers(placement.current, lbs.carriers()),
             now=context.clock(),
             dry_run=options.dry_run,
             metrics=context.metrics,
         )
 
         # 4. plan: which servers must carry each alias, then the make and break writes of each server.
-        if publish and not placement.ingress:
+        if publish - homes.keys() and not placement.ingress:
             # An empty ingress set is far likelier a wrong selector or a cluster in trouble than a wish
             # to take every name off the air: refuse, loudly, rather than remove every alias.
             log.error(
@@ -206,10 +240,10 @@ class Applier:
                 nodes_seen=len(inventory.nodes),
             )
             context.metrics.refused_changes_total.labels(reason="no_ingress_nodes").inc()
-            refused += [f"{label}: no ingress node to carry it" for label in sorted(publish)]
-            publish = set()
-        wanted = {label: placement.carriers_of(label) for label in publish} | {
-            label: frozenset() for label in withdraw
+            refused += [f"{label}: no ingress node to carry it" for label in sorted(publish - homes.keys())]
+            publish = set(homes)
+        wanted = {label: placement.carriers_of(label) for label in publish - homes.keys()} | {
+            label: frozenset() for label in withdraw | homes.keys()
         }
         owned = self._claims.owned_test(claims_before | claimed_names(gated.store))
         wanted |= self._departed_moves(inventory, placement, wanted, owned)
@@ -224,13 +258,22 @@ class Applier:
         self._lost_indices.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
 
+        # ... and the load balancers' tag writes (landb.loadbalancers). A name the plan refused keeps its
+        # load balancer tags: a refused addition blocks its removals everywhere.
+        kept = {r.label for r in plan.refusals if r.kind != "frozen"}
+        tags = plan_tags(
+            lbs.carried(),
+            {label: homes.get(label, frozenset()) for label in (publish | withdraw) - kept},
+            leaving=withdraw,
+        )
+
         # 5. claims stored, before any alias is written (but beside a plain alias, where none will be).
-        beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"}
+        beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"} | beside_plain_homes
         stored = [c for c in gated.store if self._claims.claimed_label(c) not in beside_plain]
         self._store_claims(upserts=stored, deletes=[], fence=fence)
 
-        # 6. make writes, then 7. break writes (write_in_order).
-        outcome = write_in_order(self._executor, plan.servers, fence)
+        # 6. make writes, then 7. break writes (write_in_order), on load balancers and servers.
+        outcome = write_in_order(self._executor, plan.servers, fence, TagWrites(self._lbs, tags, lbs))
         context.published.written(publications.landed(plan, outcome, context.options), context.clock())
         if outcome.abandoned is not None:
             raise outcome.abandoned
@@ -238,7 +281,7 @@ class Applier:
         # 8. claims dropped: the aliases whose removal landed, and the orphaned ones. A frozen holder keeps
         # the alias whatever we do: once our tokens are gone the name is someone else's, so its claim goes
         # too (else external-dns would ask to delete it every loop).
-        unfinished = outcome.failed_labels() | {r.label for r in plan.refusals if r.kind != "frozen"}
+        unfinished = outcome.failed_labels() | kept | beside_plain_homes
         dropped = self._drop_claims(
             [c for c in gated.drop if self._claims.claimed_label(c) not in unfinished],
             self._claims.orphaned(claim_records, carried_or_wanted),
@@ -246,7 +289,7 @@ class Applier:
         )
 
         # 9. bookkeeping: one summary line, the servers to remember and the window stored, the answer.
-        carried_before = inventory.carriers().keys()
+        carried_before = inventory.carriers().keys() | lbs.carriers().keys()
         self._log_summary(
             plan,
             len(inventory.server_states()),
@@ -258,7 +301,7 @@ class Applier:
         )
         owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
         self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
-        self._finish(outcome, refused)
+        self._finish(outcome, refused + outcome.tags.problems(lbs.named))
 
     # -- 1. the writer lease ----------------------------------------------------------------
 
@@ -326,6 +369,37 @@ class Applier:
             )
             problems.append(f"{refusal.label} on {refusal.server.node_name}: {refusal.reason}")
         return problems
+
+    def _routed_to_load_balancers(
+        self,
+        changes: Changes,
+        publish: Set[str],
+        inventory: Inventory,
+        lbs: LoadBalancers,
+        refused: list[str],
+    ) -> tuple[dict[str, frozenset[str]], set[str]]:
+        """The names to publish on load balancers (name -> their ids), and those refused because LanDB
+        holds them as a plain alias (appended to ``refused``): one name cannot be a CNAME and A records."""
+        context = self._context
+
+        def published_label(endpoint: Endpoint) -> str | None:
+            if is_ownership_record(endpoint) or endpoint.record_type.upper() not in ALIAS_RECORD_TYPES:
+                return None
+            label = context.label_or_none(endpoint.dns_name)
+            return label if label in publish else None
+
+        homes = self._lbs.homes((*changes.create, *changes.update_new), lbs, published_label)
+        plain = inventory.plain_aliases(context.options.dns_domain)
+        blocked = {label for label in homes if label in plain}
+        for label in sorted(blocked):
+            context.metrics.refused_changes_total.labels(reason="plain_alias").inc()
+            log.warning(
+                "change refused: a plain (CNAME) alias of this name exists, no load balancer tag is added",
+                alias=label,
+                hosts=sorted(plain[label]),
+            )
+            refused.append(f"{label}: plain (CNAME) alias exists, not tagged on a load balancer")
+        return {label: ids for label, ids in homes.items() if label not in blocked}, blocked
 
     # -- 5. and 8. the claims ---------------------------------------------------------------
 
@@ -420,22 +494,25 @@ class Applier:
         removed: set[str],
     ) -> None:
         """One info line per apply for the operator, counting names (an alias on three nodes is one):
-        ``+1 -1 aliases (+3 -3 tokens) on 3 of 5 nodes, 0 failed, 412 ms, created app, removed old``."""
+        ``+1 -1 aliases (+3 -3 tokens) on 3 of 5 nodes, 0 failed, 412 ms, created app, removed old``; with
+        load balancer tags written, ``... on 0 of 5 nodes and 1 load balancer, ...``."""
         dry_run = self._context.options.dry_run
         tokens_added = sum(len(p.added) for p in plan.servers)
         tokens_removed = sum(len(p.removed) for p in plan.servers)
-        failed = len({f.plan.server.server_id for f in outcome.failures})
+        tags = outcome.tags
+        load_balancers = len({*tags.written, *(write.load_balancer_id for write, _ in tags.failures)})
+        failed = len({f.plan.server.server_id for f in outcome.failures}) + len(tags.failures)
+        held_back = len(outcome.held_back) + len(tags.held_back)
         duration_ms = round((time.monotonic() - started) * 1000)
+        on_load_balancers = f" and {load_balancers} load balancer{'s' * (load_balancers != 1)}"
         parts = [
             f"+{len(created)} -{len(removed)} aliases (+{tokens_added} -{tokens_removed} tokens) "
-            f"on {len(plan.servers)} of {nodes_seen} nodes",
+            f"on {len(plan.servers)} of {nodes_seen} nodes{on_load_balancers if load_balancers else ''}",
             f"{failed} failed",
             f"{duration_ms} ms",
         ]
         parts += [
-            f"{count} {what}"
-            for count, what in ((len(outcome.held_back), "held back"), (refused, "refused"))
-            if count
+            f"{count} {what}" for count, what in ((held_back, "held back"), (refused, "refused")) if count
         ]
         parts += [
             f"{what} {named(names)}" for what, names in (("created", created), ("removed", removed)) if names
@@ -452,7 +529,8 @@ class Applier:
             nodes_written=len(plan.servers),
             nodes_seen=nodes_seen,
             nodes_failed=failed,
-            held_back=len(outcome.held_back),
+            load_balancers_written=load_balancers,
+            held_back=held_back,
             refused=refused,
             duration_ms=duration_ms,
             dry_run=dry_run,

@@ -56,9 +56,17 @@ class Claims:
 
     # -- the gate: one change set -----------------------------------------------------------
 
-    def gate(self, changes: Changes, inventory: Inventory, claim_records: Sequence[Endpoint]) -> Gated:
+    def gate(
+        self,
+        changes: Changes,
+        inventory: Inventory,
+        claim_records: Sequence[Endpoint],
+        *,
+        tagged: Set[str] = frozenset(),
+    ) -> Gated:
         """Turn the change set into aliases to publish and withdraw and claims to store and drop, refusing
-        (and saying) what is not ours and what would overwrite a plain (CNAME) alias."""
+        (and saying) what is not ours and what would overwrite a plain (CNAME) alias. ``tagged``: the names
+        load balancer tags publish (provider.loadbalancers), which a create may not take over either."""
         context = self._context
         claims_before = claimed_names(claim_records)
         new_claims = [e for e in (*changes.create, *changes.update_new) if is_ownership_record(e)]
@@ -95,7 +103,7 @@ class Claims:
             context.dns_name(label) for claim in new_claims if (label := self.claimed_label(claim)) in created
         }
         not_owned = self._not_owned(inventory, publish | withdraw, claims_before | claimed_with_alias)
-        not_owned |= self._refused_takeovers(inventory, publish - not_owned, claim_records)
+        not_owned |= self._refused_takeovers(inventory, publish - not_owned, claim_records, tagged)
         publish -= not_owned
         withdraw -= not_owned
         refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
@@ -188,11 +196,13 @@ class Claims:
         return stored, dropped, refused
 
     def _refused_takeovers(
-        self, inventory: Inventory, publish: set[str], claims_before: Sequence[Endpoint]
+        self, inventory: Inventory, publish: set[str], claims_before: Sequence[Endpoint], tagged: Set[str]
     ) -> set[str]:
         """Creates of aliases that already exist without a claim: adopted (their carriers keep their N)
-        with LANDB_ADOPT_EXISTING when adoption is safe, refused otherwise."""
-        existing = self.unclaimed(publish & inventory.carriers().keys(), claimed_names(claims_before))
+        with LANDB_ADOPT_EXISTING when adoption is safe, refused otherwise (a name tagged on a load
+        balancer by someone else is never adopted)."""
+        carried = inventory.carriers().keys() | tagged
+        existing = self.unclaimed(publish & carried, claimed_names(claims_before))
         if not existing:
             return set()
         status = self.analysis(inventory, claims_before)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from landb_webhook.backends import ServerStore, UpstreamError
-from landb_webhook.deadline import answering_by, contexts_for
+from landb_webhook.deadline import contexts_for
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
+from landb_webhook.provider.fence import WriteFence, WriterLeaseLost, send_fenced
 
 log = structlog.get_logger(__name__)
 
@@ -140,23 +140,16 @@ class PlanExecutor:
         return [WriteFailure(s.plan, phase, _reason(s)) for s in writes if s.errors], abandoned
 
     def _send(self, request: _Request, fence: WriteFence) -> UpstreamError | WriterLeaseLost | None:
-        """One request, sent only if the fence passes right before it (and retried only within the
-        tenure it checked); an upstream failure or the fence's refusal is returned, a bug raised."""
         plan = request.server.plan
         server_id = plan.server.server_id
-        try:
-            tenure_ends = fence.check(f"{request.operation} on {plan.server.node_name}")
-        except WriterLeaseLost as lost:
-            return lost
-        try:
-            with answering_by(tenure_ends):
-                if request.key is None:
-                    self._servers.set_metadata(server_id, request.server.write.upserts)
-                else:
-                    self._servers.delete_metadata(server_id, request.key)
-        except UpstreamError as exc:
-            return exc
-        return None
+
+        def write() -> None:
+            if request.key is None:
+                self._servers.set_metadata(server_id, request.server.write.upserts)
+            else:
+                self._servers.delete_metadata(server_id, request.key)
+
+        return send_fenced(fence, f"{request.operation} on {plan.server.node_name}", write)
 
     def _count(self, request: _Request, error: UpstreamError | None) -> None:
         self._metrics.metadata_writes_total.labels(

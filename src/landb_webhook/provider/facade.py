@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from landb_webhook.backends import (
+    LoadBalancerStore,
     NodeSource,
     OwnershipStore,
     ServerStore,
@@ -22,6 +23,7 @@ from landb_webhook.provider.context import Context
 from landb_webhook.provider.interface import Readiness
 from landb_webhook.provider.inventory import InventoryReader
 from landb_webhook.provider.kept_state import KeptState
+from landb_webhook.provider.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.options import ProviderOptions
 from landb_webhook.provider.publications import PublicationLog
 from landb_webhook.provider.records import RecordsView
@@ -40,11 +42,13 @@ class LandbProvider:
         writer_lease: WriterLease | None = None,
         state: StateStore | None = None,
         published: PublicationLog | None = None,
+        load_balancers: LoadBalancerStore | None = None,
     ) -> None:
         """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
         stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
         ``state`` None: what must survive a restart is kept in memory only; ``published``: where what is
-        published and when it was written is told (the DNS watcher reads it)."""
+        published and when it was written is told (the DNS watcher reads it); ``load_balancers`` None:
+        every name is published on the ingress nodes (provider.loadbalancers)."""
         self._nodes = nodes
         self._servers = servers
         self._options = options
@@ -54,7 +58,15 @@ class LandbProvider:
             nodes, servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for
         )
         claims = Claims(context)
-        self._records = RecordsView(context, inventory, ownership, claims)
+        lbs = LoadBalancerPath(
+            load_balancers,
+            metrics,
+            dns_domain=options.dns_domain,
+            dry_run=options.dry_run,
+            concurrency=options.write_concurrency,
+            max_age=options.inventory_max_age,
+        )
+        self._records = RecordsView(context, inventory, ownership, claims, lbs)
         self._applier = Applier(
             context,
             servers=servers,
@@ -63,6 +75,7 @@ class LandbProvider:
             claims=claims,
             state=kept,
             writer_lease=writer_lease,
+            lbs=lbs,
         )
 
     def domain_filter(self) -> DomainFilter:

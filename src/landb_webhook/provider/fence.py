@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from landb_webhook.backends import WriterLease
+from landb_webhook.backends import UpstreamError, WriterLease
+from landb_webhook.deadline import answering_by
 from landb_webhook.provider.interface import ApplyError
 
 
@@ -58,6 +59,23 @@ class WriteFence:
             f"writer lease no longer certain, apply abandoned before {before}: {why}; "
             "the replica holding it applies the changes at its next loop"
         )
+
+
+def send_fenced(
+    fence: WriteFence, before: str, write: Callable[[], None]
+) -> UpstreamError | WriterLeaseLost | None:
+    """One write, sent only if the fence passes right before it (and retried only within the tenure it
+    checked); an upstream failure or the fence's refusal is returned, a bug raised."""
+    try:
+        tenure_ends = fence.check(before)
+    except WriterLeaseLost as lost:
+        return lost
+    try:
+        with answering_by(tenure_ends):
+            write()
+    except UpstreamError as error:
+        return error
+    return None
 
 
 UNFENCED = WriteFence(lease=None)

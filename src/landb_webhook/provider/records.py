@@ -22,6 +22,7 @@ from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, node_names, nodes_holding
 from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
+from landb_webhook.provider.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -29,9 +30,16 @@ log = structlog.get_logger(__name__)
 
 class RecordsView:
     def __init__(
-        self, context: Context, inventory: InventoryReader, ownership: OwnershipStore, claims: Claims
+        self,
+        context: Context,
+        inventory: InventoryReader,
+        ownership: OwnershipStore,
+        claims: Claims,
+        lbs: LoadBalancerPath,
     ) -> None:
+        """``lbs``: the names on load balancers (provider.loadbalancers)."""
         self._context = context
+        self._lbs = lbs
         self._inventory = inventory
         self._ownership = ownership
         self._claims = claims
@@ -48,8 +56,9 @@ class RecordsView:
         found = inventory.carriers()
         carried = {context.dns_name(label): inventory.ips_of(ids) for label, ids in found.items()}
         context.published.reported(carried, context.clock())
+        lbs = self._lbs.fresh()
         self._report_health(inventory)
-        claims = self._claims.without_orphaned(self._ownership.records(), found)
+        claims = self._claims.without_orphaned(self._ownership.records(), {**lbs.carriers(), **found})
         hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(
             inventory
         )
@@ -58,6 +67,8 @@ class RecordsView:
             for label, ids in sorted(found.items())
             if label not in hidden
         ]
+        tagged_unowned = self._claims.unclaimed(lbs.carriers().keys(), claimed_names(claims))
+        aliases = self._lbs.records(aliases, lbs, unowned=tagged_unowned, hidden=hidden)
         unowned = self._claims.unclaimed(found.keys(), claimed_names(claims))
         self._report_unowned(inventory, unowned - hidden)
         self._report_frozen_outside_ingress(inventory)
@@ -159,6 +170,7 @@ class RecordsView:
         """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
         context = self._context
         inventory = self._inventory.recent()
+        lbs = self._lbs.recent()
         placement = context.placement(inventory)
         found, frozen = inventory.carriers(), inventory.frozen_carriers()
         plain = inventory.plain_aliases(context.options.dns_domain)
@@ -177,6 +189,10 @@ class RecordsView:
                     f"{label} is a plain (CNAME) alias set by someone else; remove it to publish the name"
                 )
                 context.drop(endpoint, reason, "plain_alias")
+                continue
+            on_load_balancers = self._lbs.adjusted(endpoint, lbs, inventory.ips_of(frozen.get(label, set())))
+            if on_load_balancers is not None:
+                aliases[label] = on_load_balancers
                 continue
             if label in only_frozen and placement.carriers_of(label) <= frozen[label]:
                 # Records leaves it out, and no token of ours would be written (a frozen holder gets none).

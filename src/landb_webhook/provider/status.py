@@ -10,16 +10,30 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from landb_webhook.backends import Node, NodeSource, OwnershipStore, ServerStore, StateStore
+from landb_webhook.backends import (
+    LoadBalancerStore,
+    Node,
+    NodeSource,
+    OwnershipStore,
+    ServerStore,
+    StateStore,
+)
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.provider import departed
 from landb_webhook.provider.health import NO_CONTROLLER, HealthPolicy, judge
 from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.txt_registry import is_ownership_record, owned_name, owner_of, resource_of
+from landb_webhook.provider.loadbalancers import TaggedLoadBalancer, tagged_load_balancers
+from landb_webhook.provider.txt_registry import (
+    claimed_names,
+    is_ownership_record,
+    owned_name,
+    owner_of,
+    resource_of,
+)
 
 QUOTA_WARNING_RATIO = 0.8
 """A server holding more than this share of its metadata key quota is reported."""
@@ -141,6 +155,8 @@ class ClusterStatus:
     duplicate_indices: tuple[DuplicateIndex, ...]
     frozen_forms: tuple[FrozenForm, ...]
     departed_servers: tuple[DepartedServer, ...] = ()
+    load_balancers: tuple[TaggedLoadBalancer, ...] = ()
+    """The project's load balancers whose tags publish names (provider.loadbalancers)."""
 
     def name(self, label: str) -> NameStatus | None:
         return next((found for found in self.names if found.label == label), None)
@@ -242,15 +258,22 @@ def read_status(
     domain: str,
     health: HealthPolicy = DEFAULT_HEALTH,
     state: StateStore | None = None,
+    load_balancers: LoadBalancerStore | None = None,
+    registry: str = "txt",
 ) -> ClusterStatus:
-    """Read the cluster, the cloud, the claims and the servers of departed nodes the webhook remembers
-    in ``state`` (never writing) and analyse them."""
+    """Read the cluster, the cloud, the claims, the servers of departed nodes the webhook remembers in
+    ``state`` and the project's load balancers (never writing) and analyse them."""
     stored = state.load().get(departed.STATE_KEY) if state is not None else None
     remembered = departed.from_json(stored) if stored else {}
     inventory = InventoryReader(nodes, servers, max_age=0, departed=remembered.values).fresh()
-    return analyse(
-        inventory, ownership.records(), domain=domain, quota=servers.max_metadata_items(), health=health
+    claims = list(ownership.records())
+    found = analyse(inventory, claims, domain=domain, quota=servers.max_metadata_items(), health=health)
+    if load_balancers is None:
+        return found
+    tagged = tagged_load_balancers(
+        load_balancers.load_balancers(), claimed_names(claims), domain=domain, registry=registry
     )
+    return replace(found, load_balancers=tagged)
 
 
 # -- the parts ---------------------------------------------------------------------------------------

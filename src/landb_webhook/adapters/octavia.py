@@ -1,0 +1,140 @@
+"""Octavia load balancers and their ``landb-alias=`` tags, through openstacksdk's load-balancer proxy.
+
+Design choices, each forced by an Octavia fact (see /docs/reference.md and landb.loadbalancers):
+
+- One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers``, every page),
+  plus, only when there is a load balancer, one list of the project's floating IPs (Neutron). Tags
+  cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load balancers carry
+  a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
+  by its target costs no call of its own (a ``vip_address`` filter would cost one per address).
+- A tag write is a GET of the load balancer then a PUT of its whole tag list (Octavia has no tag
+  sub-resource and replaces the list): the read is as fresh as it can be, and every other tag is
+  written back as read. A PUT that would change nothing is not sent.
+- Every PUT puts the load balancer in ``PENDING_UPDATE``; meanwhile a PUT answers 409. The GET and PUT
+  run as one operation under adapters.retry's policy (409: a bounded number of retries), so each retry
+  reads the tags afresh after another writer's update.
+- Calls run on the Nova adapter's session (one Keystone token, one connection, the same deadline,
+  metrics and failure accounting); their errors name ``octavia`` (or ``neutron``).
+- A cloud without a load-balancer (or network) service in its catalog has no load balancers (or
+  floating IPs): said once, not an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import openstack.connection
+import openstack.exceptions as sdk_exceptions
+import structlog
+
+from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.backends import LoadBalancer
+from landb_webhook.landb.loadbalancers import tags_after
+
+log = structlog.get_logger(__name__)
+
+OCTAVIA = "octavia"
+NEUTRON = "neutron"
+
+_NOT_IN_CATALOG = (sdk_exceptions.EndpointNotFound, sdk_exceptions.ServiceDisabledException)
+_LOAD_BALANCER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
+
+
+class OctaviaLoadBalancers:
+    """ports.LoadBalancerStore backed by Octavia (and Neutron for floating IPs); safe to share between
+    threads."""
+
+    def __init__(self, session: OpenStackServerStore) -> None:
+        """``session``: the OpenStack adapter whose connection, retries and metrics are used."""
+        self._session = session
+        self._said_missing: set[str] = set()
+
+    def load_balancers(self) -> Sequence[LoadBalancer]:
+        found = self._session.call(
+            "list load balancers", self._list_load_balancers, api="list_load_balancers", upstream=OCTAVIA
+        )
+        if not found:
+            return []
+        ports = {port_id for _, port_id in found if port_id}
+        floating = (
+            self._session.call(
+                "list floating IPs",
+                lambda conn: self._floating_ips(conn, ports),
+                api="list_floating_ips",
+                upstream=NEUTRON,
+            )
+            if ports
+            else {}
+        )
+        return [
+            LoadBalancer(
+                id=lb.id,
+                name=lb.name,
+                vip_address=lb.vip_address,
+                floating_ips=tuple(sorted(floating.get(port_id or "", ()))),
+                tags=lb.tags,
+            )
+            for lb, port_id in found
+        ]
+
+    def update_tags(self, load_balancer_id: str, add: Sequence[str], remove: Sequence[str]) -> None:
+        if not _LOAD_BALANCER_ID.fullmatch(load_balancer_id):
+            raise ValueError(f"{load_balancer_id!r} is not a load balancer id")
+
+        def read_and_write(conn: openstack.connection.Connection) -> None:
+            current = conn.load_balancer.get_load_balancer(load_balancer_id)
+            tags = [str(tag) for tag in current.tags or ()]
+            wanted = tags_after(tags, add, remove)
+            if sorted(set(wanted)) == sorted(set(tags)):
+                return
+            conn.load_balancer.update_load_balancer(load_balancer_id, tags=wanted)
+
+        self._session.call(
+            f"set tags of load balancer {load_balancer_id}",
+            read_and_write,
+            api="set_load_balancer_tags",
+            upstream=OCTAVIA,
+        )
+
+    def _list_load_balancers(
+        self, conn: openstack.connection.Connection
+    ) -> list[tuple[LoadBalancer, str | None]]:
+        try:
+            found = list(conn.load_balancer.load_balancers())
+        except _NOT_IN_CATALOG:
+            self._say_missing("load-balancer", "no load balancers are seen; only ingress nodes carry names")
+            return []
+        return [(_value_of(lb), _text_or_none(lb.vip_port_id)) for lb in found]
+
+    def _floating_ips(self, conn: openstack.connection.Connection, ports: set[str]) -> dict[str, list[str]]:
+        """Port id -> floating addresses, for the VIP ports among the project's floating IPs."""
+        try:
+            found = list(conn.network.ips())
+        except _NOT_IN_CATALOG:
+            self._say_missing("network", "floating IPs of load balancers are not seen")
+            return {}
+        floating: dict[str, list[str]] = {}
+        for ip in found:
+            if ip.port_id in ports and ip.floating_ip_address:
+                floating.setdefault(str(ip.port_id), []).append(str(ip.floating_ip_address))
+        return floating
+
+    def _say_missing(self, service: str, consequence: str) -> None:
+        if service not in self._said_missing:
+            self._said_missing.add(service)
+            log.warning(f"no {service} service in the OpenStack catalog: {consequence}")
+
+
+def _value_of(lb: Any) -> LoadBalancer:
+    return LoadBalancer(
+        id=str(lb.id),
+        name=str(lb.name or ""),
+        vip_address=str(lb.vip_address or ""),
+        tags=tuple(str(tag) for tag in lb.tags or ()),
+    )
+
+
+def _text_or_none(value: object) -> str | None:
+    return str(value) if value else None
