@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from landb_strategies import DOMAIN, valid_labels
 
@@ -130,6 +130,7 @@ def test_a_label_holding_a_load_suffix_is_refused_not_written_with_a_second_one(
     guess."""
     marker = LOAD_MARKER.upper() if upper else LOAD_MARKER
     label = f"{head}{marker}{index}{'-' + tail if tail else ''}"
+    assume(len(label) <= 63)  # a longer one is refused for its length first (the test below)
     with pytest.raises(InvalidName, match=re.escape("load-balancing suffix")) as refused:
         label_for(f"{label}.cern.ch", DOMAIN)
     assert refused.value.kind == "load_marker"
