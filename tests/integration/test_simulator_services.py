@@ -43,7 +43,7 @@ def any_core(request: pytest.FixtureRequest) -> tuple[client.CoreV1Api, str]:
 def load_balancer_service(name: str) -> client.V1Service:
     return client.V1Service(
         metadata=client.V1ObjectMeta(
-            name=name, annotations={"external-dns.alpha.kubernetes.io/hostname": f"{name}.cern.ch"}
+            name=name, annotations={"external-dns.kubernetes.io/hostname": f"{name}.cern.ch"}
         ),
         spec=client.V1ServiceSpec(
             type="LoadBalancer", selector={"app": name}, ports=[client.V1ServicePort(port=443)]
@@ -217,7 +217,7 @@ def test_the_seeded_service_leads_to_its_load_balancer_by_the_vip_in_its_status(
         found = [lb.id for lb in conn.load_balancer.load_balancers(vip_address=ingress_ips(service)[0])]
 
     assert (service.metadata.namespace, service.metadata.name) == ("default", "myservice")
-    assert annotations["external-dns.alpha.kubernetes.io/hostname"] == "myservice.cern.ch"
+    assert annotations["external-dns.kubernetes.io/hostname"] == "myservice.cern.ch"
     assert ingress_ips(service) == [vip]
     assert found == [lb_id]
     assert simulator.state.octavia.load_balancer(lb_id).tags == ("kube_service_svc-test_default_myservice",)

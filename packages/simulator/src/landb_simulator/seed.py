@@ -115,7 +115,7 @@ def seed_load_balancer_service(
         namespace,
         name,
         ports=[443],
-        annotations={"external-dns.alpha.kubernetes.io/hostname": f"{name}.cern.ch"},
+        annotations={"external-dns.kubernetes.io/hostname": f"{name}.cern.ch"},
     )
     state.set_load_balancer_ingress(namespace, name, [vip])
     return lb_id, vip
