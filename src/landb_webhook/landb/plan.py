@@ -23,7 +23,7 @@ from typing import NamedTuple
 from landb_webhook.landb.indices import indices_for_alias
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
-from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
+from landb_webhook.landb.packing import ValueTooLong, add_tokens_within, remove_tokens
 
 
 @dataclass(frozen=True)
@@ -238,18 +238,29 @@ class _Additions(NamedTuple):
 def _additions(
     server: ServerState, found: ServerAliases, adds: list[LoadToken], max_length: int, quota: int
 ) -> _Additions:
-    """Phase 1 for one server: all of its additions, or none of them with a refusal for each."""
+    """Phase 1 for one server: the additions that fit within its metadata quota, in sorted order, and a
+    refusal for each of the others (a server over its quota by others' keys takes none: Nova refuses
+    any write to it)."""
+    free_keys = quota - len(server.metadata)
+    if free_keys < 0:
+        reason = f"holds {len(server.metadata)} metadata keys, the server quota is {quota}"
+        return _Additions(found.slots, (), [Refusal(t.label, server, reason) for t in adds])
+    rendered = {t.render(): t for t in adds}
     try:
-        grown = add_tokens(
-            found.slots, (t.render() for t in adds), max_length, unavailable=found.frozen_slot_numbers()
+        packed = add_tokens_within(
+            found.slots, rendered, max_length, unavailable=found.frozen_slot_numbers(), new_keys=free_keys
         )
     except ValueTooLong as exc:
         return _Additions(found.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
-    keys_after = len(server.metadata) - len(found.slots) + len(grown)
-    if keys_after > quota:
-        reason = f"needs {keys_after} metadata keys, the server quota is {quota}"
-        return _Additions(found.slots, (), [Refusal(t.label, server, reason) for t in adds])
-    return _Additions(grown, tuple(sorted(adds)), [])
+    if not packed.left_out:
+        return _Additions(packed.layout, tuple(sorted(adds)), [])
+    reason = f"no room left in its metadata keys, the server quota is {quota}"
+    left_out = set(packed.left_out)
+    return _Additions(
+        packed.layout,
+        tuple(sorted(t for text, t in rendered.items() if text not in left_out)),
+        [Refusal(rendered[text].label, server, reason) for text in packed.left_out],
+    )
 
 
 def _server_plan(

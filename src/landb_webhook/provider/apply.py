@@ -68,6 +68,7 @@ from landb_webhook.provider.health import Placement
 from landb_webhook.provider.interface import ApplyError, ApplyRefused
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.kept_state import KeptState
+from landb_webhook.provider.refusals import report_refusals
 from landb_webhook.provider.removals import guard_removals
 from landb_webhook.provider.txt_registry import claimed_names
 
@@ -301,29 +302,8 @@ class Applier:
         return moves
 
     def _log_refusals(self, refusals: Sequence[Refusal]) -> list[str]:
-        """Log and count each refusal; return those a later loop may land (the others are said once)."""
-        problems: list[str] = []
-        for refusal in refusals:
-            self._context.metrics.refused_changes_total.labels(
-                reason="plan" if refusal.kind == "capacity" else refusal.kind
-            ).inc()
-            if refusal.kind == "frozen":
-                # No retry changes it, and Records and AdjustEndpoints count the holder as a carrier.
-                self._context.warn_once(
-                    refusal.label,
-                    "alias held in a key or form we never edit: left in place",
-                    node=refusal.server.node_name,
-                )
-                continue
-            log.warning(
-                "change refused",
-                alias=refusal.label,
-                node=refusal.server.node_name,
-                server=refusal.server.server_name,
-                reason=refusal.reason,
-            )
-            problems.append(f"{refusal.label} on {refusal.server.node_name}: {refusal.reason}")
-        return problems
+        """Log and count the refusals; return those a later loop may land (the others are said once)."""
+        return report_refusals(refusals, self._context.metrics, self._context.warnings)
 
     # -- 5. and 8. the claims ---------------------------------------------------------------
 
