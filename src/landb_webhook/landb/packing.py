@@ -48,10 +48,6 @@ class ValueTooLong(ValueError):
     """A single token longer than a whole value: it can never be written."""
 
 
-def _fits(tokens: tuple[str, ...], extra: Iterable[str], max_length: int) -> bool:
-    return len(join_tokens((*tokens, *extra))) <= max_length
-
-
 class Packed(NamedTuple):
     layout: dict[int, tuple[str, ...]]
     left_out: tuple[str, ...]
@@ -83,15 +79,16 @@ def add_tokens_within(
     if not pending:
         return Packed(layout, ())
 
-    for number in sorted(layout):
-        if _fits(layout[number], pending, max_length):
-            layout[number] = (*layout[number], *pending)
-            return Packed(layout, ())
-
     # Each slot's joined length kept as tokens go in, and a slot that no pending token fits any more
     # leaves the search: a fresh join per try, or a scan of every full slot, made packing a whole
     # cluster's aliases quadratic in the tokens per server.
     length = {number: len(join_tokens(tokens)) for number, tokens in layout.items()}
+    all_of_them = sum(map(len, pending)) + len(pending) - 1  # joined by commas
+    for number in sorted(layout):
+        if length[number] + (1 if layout[number] else 0) + all_of_them <= max_length:
+            layout[number] = (*layout[number], *pending)
+            return Packed(layout, ())
+
     shortest = min(map(len, pending))
 
     def room(number: int) -> int:
