@@ -53,6 +53,10 @@ def test_an_index_made_from_an_earlier_one_is_the_index_of_the_servers_given(
     made = first.of(aliases_of(now))
 
     assert as_read(made) == indexed_afresh(aliases_of(now))
+    for label, by_server in made.editable.items():
+        indices = [index for tokens in by_server.values() for _, index in tokens]
+        one_each = len(indices) == len(by_server) == len(set(indices))
+        assert made.held_once(label) == (set(indices) if one_each else None), label
     assert as_read(first) == before == indexed_afresh(aliases_of(earlier)), "the earlier index is unchanged"
 
 

@@ -9,12 +9,13 @@ state keeps its aliases as read, and an unchanged server keeps its state: ``Inve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from landb_webhook.landb.metadata import ServerAliases
 
+K = TypeVar("K")
 V = TypeVar("V")
 
 
@@ -28,6 +29,17 @@ class Holders:
     """label -> server id -> the Ns it holds in keys or forms we never edit."""
     indexed: Mapping[str, ServerAliases] = field(default_factory=dict)
     """server id -> the aliases indexed for it."""
+    counts: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    """label -> N -> how many editable tokens of the label hold it."""
+
+    def held_once(self, label: str) -> Collection[int] | None:
+        """The Ns of the label's editable tokens when every holder holds exactly one, each its own (the
+        index rule's fast path), without a look at each holder; None when not."""
+        counts = self.counts.get(label, {})
+        holders = len(self.editable.get(label, ()))
+        if len(counts) == holders and sum(counts.values()) == holders:
+            return counts.keys()
+        return None
 
     def of(self, aliases: Mapping[str, ServerAliases]) -> Holders:
         """The index of exactly ``aliases`` (server id -> its aliases), made from this one."""
@@ -37,36 +49,53 @@ class Holders:
             return self
         editable = _Copied(self.editable)
         pinned = _Copied(self.pinned)
+        counts = _Copied(self.counts)
         for sid in changed:
             if (before := self.indexed.get(sid)) is not None:
-                for label in {label for _, label, _ in before.editable_load()}:
+                for label, tokens in _by_label(before).items():
                     editable.entry(label).pop(sid, None)
+                    held = counts.entry(label)
+                    for _, index in tokens:
+                        held[index] -= 1
+                        if not held[index]:
+                            del held[index]
                 for label in {token.label for token in before.frozen_tokens()}:
                     pinned.entry(label).pop(sid, None)
             if (now := aliases.get(sid)) is not None:
-                for text, label, index in now.editable_load():
-                    editable.entry(label).setdefault(sid, []).append((text, index))
+                for label, tokens in _by_label(now).items():
+                    editable.entry(label)[sid] = tokens
+                    held = counts.entry(label)
+                    for _, index in tokens:
+                        held[index] = held.get(index, 0) + 1
                 for token in now.frozen_tokens():
                     pinned.entry(token.label).setdefault(sid, []).append(token.index)
-        return Holders(editable.result(), pinned.result(), dict(aliases))
+        return Holders(editable.result(), pinned.result(), dict(aliases), counts.result())
 
 
-class _Copied(Generic[V]):
+def _by_label(found: ServerAliases) -> dict[str, list[tuple[str, int]]]:
+    """Label -> (token text, N) of each of the server's editable tokens of it, in slot order."""
+    tokens: dict[str, list[tuple[str, int]]] = {}
+    for text, label, index in found.editable_load():
+        tokens.setdefault(label, []).append((text, index))
+    return tokens
+
+
+class _Copied(Generic[K, V]):
     """A label -> server id map made from another without changing it: a label's entry is copied the first
     time it is changed, and an entry left empty goes."""
 
-    def __init__(self, original: Mapping[str, Mapping[str, V]]) -> None:
-        self._map: dict[str, Mapping[str, V]] = dict(original)
-        self._copied: dict[str, dict[str, V]] = {}
+    def __init__(self, original: Mapping[str, Mapping[K, V]]) -> None:
+        self._map: dict[str, Mapping[K, V]] = dict(original)
+        self._copied: dict[str, dict[K, V]] = {}
 
-    def entry(self, label: str) -> dict[str, V]:
+    def entry(self, label: str) -> dict[K, V]:
         copy = self._copied.get(label)
         if copy is None:
             copy = self._copied[label] = dict(self._map.get(label, {}))
             self._map[label] = copy
         return copy
 
-    def result(self) -> dict[str, Mapping[str, V]]:
+    def result(self) -> dict[str, Mapping[K, V]]:
         for label, copy in self._copied.items():
             if not copy:
                 del self._map[label]

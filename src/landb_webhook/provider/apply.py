@@ -220,6 +220,7 @@ class Applier:
             max_length=options.max_value_length,
             quota=self._servers.max_metadata_items() if wanted else 0,
             preferred=self._lost_indices.preferred(),
+            holders=inventory.holders(),
         )
         self._lost_indices.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
