@@ -51,25 +51,44 @@ class Holders:
         pinned = _Copied(self.pinned)
         counts = _Copied(self.counts)
         for sid in changed:
-            if (before := self.indexed.get(sid)) is not None:
-                for label, tokens in _by_label(before).items():
-                    editable.entry(label).pop(sid, None)
-                    held = counts.entry(label)
-                    for _, index in tokens:
-                        held[index] -= 1
-                        if not held[index]:
-                            del held[index]
-                for label in {token.label for token in before.frozen_tokens()}:
-                    pinned.entry(label).pop(sid, None)
-            if (now := aliases.get(sid)) is not None:
-                for label, tokens in _by_label(now).items():
+            before, now = self.indexed.get(sid), aliases.get(sid)
+            gone, came = _values_changed(before, now)
+            for _, label, index in gone:
+                held = counts.entry(label)
+                held[index] -= 1
+                if not held[index]:
+                    del held[index]
+            for _, label, index in came:
+                held = counts.entry(label)
+                held[index] = held.get(index, 0) + 1
+            touched = {label for _, label, _ in gone} | {label for _, label, _ in came}
+            # Many labels (a new server, a first publish): one pass over the server; a few: their values.
+            whole = _by_label(now) if now is not None and len(touched) > len(now.values) else None
+            for label in touched:
+                tokens = whole.get(label, []) if whole is not None else _tokens_of(now, label)
+                if tokens:
                     editable.entry(label)[sid] = tokens
-                    held = counts.entry(label)
-                    for _, index in tokens:
-                        held[index] = held.get(index, 0) + 1
-                for token in now.frozen_tokens():
+                else:
+                    editable.entry(label).pop(sid, None)
+            if before is None or now is None or before.frozen != now.frozen:
+                for label in {token.label for token in before.frozen_tokens()} if before else ():
+                    pinned.entry(label).pop(sid, None)
+                for token in now.frozen_tokens() if now else ():
                     pinned.entry(token.label).setdefault(sid, []).append(token.index)
         return Holders(editable.result(), pinned.result(), dict(aliases), counts.result())
+
+
+def _values_changed(
+    before: ServerAliases | None, now: ServerAliases | None
+) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
+    """The load tokens of the slot values ``before`` held and ``now`` does not, and the other way round:
+    a value read again is the very object read before (``metadata.read_slot_value``), so a server whose
+    one value changed costs that value, not its thousand tokens."""
+    old = before.values if before is not None else {}
+    new = now.values if now is not None else {}
+    gone = [token for slot, value in old.items() if new.get(slot) is not value for token in value.load]
+    came = [token for slot, value in new.items() if old.get(slot) is not value for token in value.load]
+    return gone, came
 
 
 def _by_label(found: ServerAliases) -> dict[str, list[tuple[str, int]]]:
@@ -78,6 +97,20 @@ def _by_label(found: ServerAliases) -> dict[str, list[tuple[str, int]]]:
     for text, label, index in found.editable_load():
         tokens.setdefault(label, []).append((text, index))
     return tokens
+
+
+def _tokens_of(found: ServerAliases | None, label: str) -> list[tuple[str, int]]:
+    """(token text, N) of each of the server's editable tokens of ``label``, in slot order."""
+    if found is None:
+        return []
+    values = found.values
+    return [
+        (text, index)
+        for slot in sorted(values)
+        if label in values[slot].labels
+        for text, held, index in values[slot].load
+        if held == label
+    ]
 
 
 class _Copied(Generic[K, V]):
