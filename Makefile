@@ -7,7 +7,7 @@ UV := .tools/bin/uv
 VENV := .venv
 TOOLS_DIR ?= $(HOME)/.cache/landb-webhook
 
-.PHONY: demo test lint e2e-tools kube-tools deploy-tools image bench soak clean
+.PHONY: demo test lint e2e-tools kube-tools deploy-tools image bench bench-scale soak clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -49,6 +49,9 @@ image: $(VENV)/.synced  ## build the image with Debian's packages (apt-get insta
 bench: $(VENV)/.synced  ## the benchmark, side by side with two reference strategies (see bench/README.md)
 	$(UV) sync --frozen --extra dev --extra bench --python $(PYTHON)
 	$(VENV)/bin/python -m bench.run $(ARGS)
+
+bench-scale: $(VENV)/.synced  ## this provider alone at growing sizes, each cost's slope (see bench/README.md)
+	$(VENV)/bin/python -m bench.scale $(ARGS)
 
 soak: $(VENV)/.synced  ## 2,000 steady-state loops: nothing written, the webhook's RSS at start and end
 	$(VENV)/bin/python -m bench.soak

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,7 +180,9 @@ def _desired(aliases: list[str]) -> list[Endpoint]:
     ]
 
 
-def run_config(config: Config, kind: str, *, latency: float, concurrency: int) -> list[Cell]:
+def run_config(
+    config: Config, kind: str, *, latency: float, concurrency: int, events: Sequence[str] = EVENTS
+) -> list[Cell]:
     with Simulator() as sim, tempfile.TemporaryDirectory(prefix="landb-bench-") as tmp:
         state = sim.state
         seed(state, config)
@@ -192,18 +194,23 @@ def run_config(config: Config, kind: str, *, latency: float, concurrency: int) -
         environment = {**clients.environment(), "KUBECACHEDIR": str(Path(tmp) / "kube-cache")}
         strategy = _Worker(kind, where, environment)
         try:
-            return _run_events(state, strategy, config, latency, concurrency if kind == OURS else 1)
+            return _run_events(state, strategy, config, latency, concurrency if kind == OURS else 1, events)
         finally:
             strategy.stop()
 
 
 def _run_events(
-    state: SimulatorState, strategy: _Worker, config: Config, latency: float, concurrency: int
+    state: SimulatorState,
+    strategy: _Worker,
+    config: Config,
+    latency: float,
+    concurrency: int,
+    events: Sequence[str],
 ) -> list[Cell]:
     aliases = alias_names(config.aliases)
     wanted_aliases = list(aliases)
     cells = []
-    for event in EVENTS:
+    for event in events:
         if event == "+1 alias":
             wanted_aliases.append(extra_alias(aliases))
         elif event == "-1 alias":

@@ -8,6 +8,7 @@ and peak RSS during the call (Linux ``clear_refs``: the high-water mark is reset
 
 from __future__ import annotations
 
+import io
 import os
 import resource
 import time
@@ -32,6 +33,21 @@ class Timing:
     wall: float
     cpu: float
     peak_rss_mb: float
+    log_lines: int = 0
+    """Lines the provider logged during the call (at info, as the sidecar does)."""
+
+
+class _LineCounter(io.TextIOBase):
+    """Where the logs go: nowhere, but each line is counted (and its formatting cost paid)."""
+
+    lines = 0
+
+    def write(self, text: str) -> int:
+        _LineCounter.lines += text.count("\n")
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
 
 
 def _reset_peak() -> None:
@@ -55,17 +71,20 @@ def _peak_rss_mb() -> float:
 
 def measured(call: Callable[[], T]) -> tuple[T, Timing]:
     _reset_peak()
+    lines = _LineCounter.lines
     wall, cpu = time.perf_counter(), time.process_time()
     result = call()
-    timing = Timing(time.perf_counter() - wall, time.process_time() - cpu, _peak_rss_mb())
+    timing = Timing(
+        time.perf_counter() - wall, time.process_time() - cpu, _peak_rss_mb(), _LineCounter.lines - lines
+    )
     return result, timing
 
 
 def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, str]) -> None:
     """Answer ``(command, argument)`` messages until ``stop``; every answer is ``(ok, value)``."""
     os.environ.update(environment)
-    # The sidecar logs at info; the lines go nowhere here, but their cost is counted.
-    configure_logging("info", "json", stream=open(os.devnull, "w"))  # noqa: SIM115
+    # The sidecar logs at info; the lines go nowhere here, but their cost and number are counted.
+    configure_logging("info", "json", stream=_LineCounter())
     strategy = build(kind, where)
     strategy.records()  # authenticate, discover, connect: not part of any measured loop
     freeze_startup_objects()  # as the sidecar does once started

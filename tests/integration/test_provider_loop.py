@@ -210,6 +210,31 @@ def test_metadata_quota_overflow_is_refused_and_other_servers_converge(make_clus
     assert cluster.metrics.refused_changes_total.labels(reason="plan")._value.get() > 0
 
 
+def test_a_cluster_over_its_quota_gets_what_fits_and_one_line_per_alias_and_per_node(
+    make_cluster: Any,
+) -> None:
+    """Every node full but for one key: each gets the names that fit in it, and the log says each name
+    refused once (not once per node) and each full node once; a later loop says the same, no more."""
+    cluster = make_cluster(max_value_length=80)
+    ingress = cluster.nodes[:3]
+    for node in ingress:
+        sid = cluster.server_id(node)
+        crowded = {**cluster.sim.state.metadata(sid), **{f"user-key-{i}": "x" for i in range(4)}}
+        cluster.sim.state.set_metadata_direct(sid, crowded)
+    cluster.sim.state.set_quota(len(crowded) + 1)
+    names = [f"name{i:02d}" for i in range(12)]  # 16 characters a token: 5 fit in one 80-character value
+    cluster.want(*(f"{name}.cern.ch" for name in names))
+    for _ in range(2):
+        with capture_logs() as logs, pytest.raises(ApplyError, match="quota"):
+            cluster.loop()
+        refused = [e["alias"] for e in logs if e["event"] == "change refused"]
+        full = [e["node"] for e in logs if e["event"].startswith("node out of metadata room")]
+        assert refused == names[5:]
+        assert sorted(full) == sorted(ingress)
+        for node in ingress:
+            assert sorted(cluster.aliases(node)) == names[:5]
+
+
 def test_nova_down_is_an_upstream_error_and_nothing_is_written(make_cluster: Any) -> None:
     """Invariant 6: the webhook turns this into a 503, so external-dns retries instead of exiting."""
     cluster = make_cluster()

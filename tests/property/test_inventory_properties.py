@@ -4,6 +4,7 @@ every time."""
 from __future__ import annotations
 
 import ipaddress
+from collections import Counter
 from dataclasses import replace
 
 from hypothesis import given
@@ -67,6 +68,8 @@ def _answers(inventory: Inventory, asked: list[set[str]]) -> tuple[object, ...]:
         inventory.plain_aliases("cern.ch"),
         inventory.plain_aliases("example.org"),
         [inventory.ips_of(server_ids) for server_ids in asked],
+        inventory.holders().editable,
+        inventory.holders().pinned,
     )
 
 
@@ -125,7 +128,18 @@ def test_an_inventory_carrying_over_the_last_one_s_results_answers_as_worked_out
     if current.nodes == previous.nodes and current.servers == previous.servers:
         assert current.carriers() is previous.carriers()  # the kept answer, not worked out again
     earlier = {(state.node_name, state.server_id): state for state in previous.server_states()}
+    once = Counter(state.server_id for state in current.server_states())
     for state in current.server_states():
         if earlier.get((state.node_name, state.server_id)) == state:
             # an unchanged server keeps its state, and so its aliases as read, whatever else changed
             assert state is earlier[(state.node_name, state.server_id)]
+            if (
+                once[state.server_id] == 1
+                and previous.holders().indexed.get(state.server_id) is state.aliases
+            ):
+                # ... and its place in the holder index, not read again
+                for text, label, _ in state.aliases.editable_load():
+                    assert (
+                        current.holders().editable[label][state.server_id]
+                        is previous.holders().editable[label][state.server_id]
+                    ), text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from landb_strategies import GeneratedMetadata, load_tokens, per_interface_values, server_metadata
 
 from landb_webhook.landb.metadata import (
+    PARSED_VALUES,
     ServerAliases,
     is_alias_key,
     read_aliases,
@@ -135,10 +137,52 @@ def _everything_read(found: ServerAliases) -> tuple[object, ...]:
     )
 
 
+# Values as the planner writes them (read without a regular expression per token), and one character
+# away from that: a label of 64 characters, ending in '-', holding '--load-', upper case, a blank, an
+# empty token, a non-ASCII digit.
+_tokens_as_written = st.builds(
+    "{}--load-{}-".format,
+    st.one_of(
+        st.from_regex(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", fullmatch=True),
+        st.sampled_from(("a" * 63, "x--load-7")),
+    ),
+    st.integers(0, 600),
+)
+_near_misses = st.sampled_from(
+    (
+        f"{'a' * 64}--load-1-",
+        "app---load-1-",
+        "-app--load-1-",
+        "App--load-1-",
+        "app--LOAD-1-",
+        "app--load--",
+        "app--load-\u0661-",
+        "--load-1-",
+        " app--load-1-",
+        "",
+        "app",
+    )
+)
+values_as_written_and_near_misses = st.tuples(
+    st.lists(_tokens_as_written, min_size=1, max_size=8),
+    st.one_of(st.none(), st.tuples(st.integers(0, 8), _near_misses)),
+    st.sampled_from(("", "", ",", " ")),
+).map(
+    lambda drawn: (
+        ",".join(
+            drawn[0]
+            if drawn[1] is None
+            else [*drawn[0][: drawn[1][0]], drawn[1][1], *drawn[0][drawn[1][0] :]]
+        )
+        + drawn[2]
+    )
+)
+
 # Values as hand-edited servers carry them, and any text at all: non-ASCII letters that lower-case to
 # ASCII ones (KELVIN SIGN), separators and colons, blanks.
 slot_value_texts = st.one_of(
     server_metadata().map(lambda generated: ",".join(generated.metadata.values())),
+    values_as_written_and_near_misses,
     st.text(alphabet=st.sampled_from("aZ9-,:; \u212a\u0130"), max_size=40),
     st.text(max_size=40),
 )
@@ -165,9 +209,51 @@ def test_a_slot_value_reads_as_its_tokens_parsed_one_by_one(value: str) -> None:
 
 @given(server_metadata())
 def test_a_server_reads_the_same_with_or_without_its_values_kept(generated: GeneratedMetadata) -> None:
-    cached = _everything_read(read_aliases(generated.metadata))
-    read_slot_value.cache_clear()
-    assert _everything_read(read_aliases(generated.metadata)) == cached
+    held = read_aliases(generated.metadata)
+    kept = _everything_read(read_aliases(generated.metadata))  # the values ``held`` holds: kept
+    assert kept == _everything_read(held)
+    del held
+    gc.collect()
+    assert _everything_read(read_aliases(generated.metadata)) == kept  # parsed again
+
+
+def _a_cluster(servers: int, aliases: int, *, prefix: str) -> list[dict[str, str]]:
+    """Every server carries every alias, with its own N: no two values alike, as in a real cluster."""
+    labels = [f"{prefix}-{i}" for i in range(aliases)]
+    per_value = 10
+    return [
+        {
+            slot_key(k + 1): ",".join(
+                f"{label}--load-{n}-" for label in labels[k * per_value : (k + 1) * per_value]
+            )
+            for k in range(-(-aliases // per_value))
+        }
+        for n in range(servers)
+    ]
+
+
+def test_a_cluster_with_more_values_than_any_fixed_cache_has_each_parsed_once() -> None:
+    """Records reads the values of every server in a cycle; a cache smaller than the cluster dropped each
+    one just before it was read again (52,000 values at 500 nodes x 1,000 aliases, 8,192 kept)."""
+    cluster = _a_cluster(100, 1000, prefix="cycle")  # 10,000 values
+    before = PARSED_VALUES.parsed
+    held = [read_aliases(metadata) for metadata in cluster]
+    assert PARSED_VALUES.parsed - before == 10_000
+    for _ in range(2):
+        again = [read_aliases(metadata) for metadata in cluster]
+        assert PARSED_VALUES.parsed - before == 10_000, "read again: nothing parsed again"
+        assert [found.slots for found in again] == [found.slots for found in held]
+
+
+def test_values_no_server_holds_any_more_are_not_kept() -> None:
+    """The kept values are the cluster's own: memory follows the cluster, not every value ever read."""
+    gc.collect()
+    baseline = len(PARSED_VALUES)
+    held = [read_aliases(metadata) for metadata in _a_cluster(10, 100, prefix="gone")]
+    assert len(PARSED_VALUES) == baseline + 100
+    del held
+    gc.collect()
+    assert len(PARSED_VALUES) == baseline
 
 
 @given(server_metadata())

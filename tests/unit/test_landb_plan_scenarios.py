@@ -197,6 +197,18 @@ def test_a_new_key_over_quota_is_refused_and_the_old_carrier_keeps_the_alias() -
     assert "quota is 4" in plan.refusals[0].reason
 
 
+def test_over_its_quota_a_server_gets_the_additions_that_fit_and_a_refusal_for_each_other() -> None:
+    """One key left, three aliases that need two: the first two (in order) fill the key, the third is
+    refused, rather than the three refused for want of room for the last."""
+    full = {f"user-{i}": "x" for i in range(3)}
+    fleet = [ServerState("a", "node-1", "node-1", full)]
+    wanted = {label: frozenset({"a"}) for label in ("app", "db", "web")}
+    plan = plan_changes(fleet, wanted, max_length=25, quota=4)
+    assert writes(plan) == {"a": ({"landb-alias": "app--load-0-,db--load-0-"}, (), {}, ())}
+    assert [(r.label, r.server.server_id) for r in plan.refusals] == [("web", "a")]
+    assert "quota is 4" in plan.refusals[0].reason
+
+
 def test_a_token_longer_than_a_value_is_refused() -> None:
     fleet = [server("a", "node-1")]
     plan = plan_changes(fleet, {"app": frozenset({"a"})}, max_length=10)

@@ -45,7 +45,7 @@ The N a carrier loses is remembered (``LostIndices``) so that, coming back, it i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -122,16 +122,19 @@ def indices_for_alias(
     *,
     floor: int = 0,
     preferred: Mapping[str, int] | None = None,
+    held_once: Collection[int] | None = None,
 ) -> dict[str, int | None]:
     """One alias: each server whose tokens of it may change -> the N it carries afterwards (None: none).
 
     ``wanted``: its carriers to be; ``editable`` and ``pinned``: the Ns each visible server holds in our
     slots and in forms we never edit; ``position``: each visible server's place in tie-break order (a
     wanted server not in it is not visible, and gets nothing). A wanted holder that keeps its only N
-    may be left out: nothing about it changes.
+    may be left out: nothing about it changes. ``held_once``: the Ns ``editable`` holds, from a caller
+    that knows every holder holds one, each its own (``landb.holders``): the fast path then looks only
+    at the servers arriving and leaving, not at every holder.
     """
     ordered = position.__getitem__
-    if pinned or not _one_distinct_index_each(editable):
+    if pinned or (held_once is None and not _one_distinct_index_each(editable)):
         held = {sid: list(indices) for sid, indices in editable.items()}
         for sid, indices in pinned.items():
             held.setdefault(sid, []).extend(indices)
@@ -139,10 +142,12 @@ def indices_for_alias(
         assigned = assign_indices(targets, held, pinned=pinned, floor=floor, preferred=preferred)
         return {sid: assigned.get(sid) for sid in assigned.keys() | held.keys()}
     # The fast path: every holder holds one N, no two the same, none pinned.
-    arriving = sorted((sid for sid in wanted if sid not in editable and sid in position), key=ordered)
-    taken = (indices[0] for indices in editable.values())
+    # Set differences, not a look at every holder: a node joining asks this of every alias.
+    wanted_set = wanted if isinstance(wanted, Set) else frozenset(wanted)
+    arriving = sorted((sid for sid in wanted_set - editable.keys() if sid in position), key=ordered)
+    taken = held_once if held_once is not None else [indices[0] for indices in editable.values()]
     assigned = assign_indices(arriving, {}, taken=taken, floor=floor, preferred=preferred) if arriving else {}
-    leaving: dict[str, int | None] = {sid: None for sid in editable if sid not in wanted}
+    leaving: dict[str, int | None] = dict.fromkeys(editable.keys() - wanted_set)
     return {**assigned, **leaving}
 
 

@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from landb_webhook.landb.names import LoadToken, parse_plain_alias, parse_token, parse_token_parts
+from landb_webhook.landb.names import (
+    LOAD_MARKER,
+    LoadToken,
+    parse_plain_alias,
+    parse_token,
+    parse_token_parts,
+)
 
 ALIAS_KEY_PREFIX = "landb-alias"
 _SLOT_KEY = re.compile(r"landb-alias(?:(?P<number>[2-9]|[1-9][0-9]+))?")
@@ -63,7 +71,7 @@ def _per_interface_tokens(value: str) -> Iterator[tuple[str | None, str]]:
             yield interface.strip() or None, text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SlotValue:
     """One slot value read once: its token texts, and what each load token and plain alias stands for.
 
@@ -79,16 +87,25 @@ class SlotValue:
     """The label of every plain (CNAME) alias, in order."""
 
 
-PARSED_VALUES_CACHED = 8192
-"""Slot values kept parsed, least recently read dropped first: a 150-node cluster with 300 aliases
-shows about 4,700, which take 8.5 MB parsed (at most about 15 MB when full); every loop reads the same
-ones again, and a changed value is a new entry."""
+_LOAD_ALIAS = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?--load-[0-9]+-"
+_AS_WE_WRITE_IT = re.compile(f"(?:{_LOAD_ALIAS},)*+{_LOAD_ALIAS}")
+"""A value as the planner writes it: lower-case load tokens with valid labels, commas, nothing else."""
 
 
-@functools.lru_cache(maxsize=PARSED_VALUES_CACHED)
-def read_slot_value(value: str) -> SlotValue:
-    """A slot value's tokens, parsed once per distinct value: parsing is a pure function of the text,
-    and Records reads every alias token of the cluster every loop."""
+def _parse_as_we_write_it(value: str) -> SlotValue:
+    """A value ``_AS_WE_WRITE_IT`` matched: each token splits at its last ``--load-``, as
+    ``parse_token_parts`` splits it, without a regular expression per token (a 500-node cluster holds
+    half a million tokens)."""
+    texts = value.split(",")
+    parts = [text.rpartition(LOAD_MARKER) for text in texts]
+    labels = tuple([sys.intern(label) for label, _, _ in parts])
+    load = tuple(zip(texts, labels, [int(index[:-1]) for _, _, index in parts], strict=True))
+    return SlotValue(tuple(texts), load, labels, ())
+
+
+def _parse(value: str) -> SlotValue:
+    if _AS_WE_WRITE_IT.fullmatch(value):
+        return _parse_as_we_write_it(value)
     texts = split_tokens(value)
     load: list[tuple[str, str, int]] = []
     plain: list[str] = []
@@ -98,6 +115,38 @@ def read_slot_value(value: str) -> SlotValue:
         elif (label := parse_plain_alias(text)) is not None:
             plain.append(label)
     return SlotValue(texts, tuple(load), tuple(label for _, label, _ in load), tuple(plain))
+
+
+class ParsedValues:
+    """Slot values parsed once each, kept exactly as long as something (a server's aliases as read) still
+    holds them.
+
+    Parsing is a pure function of the text, and Records reads every alias token of the cluster every loop.
+    A cache of fixed size thrashes as soon as the cluster holds more distinct values than it (a 500-node
+    cluster with 1,000 aliases holds 52,000, every one different: N differs per server), and Records reads
+    them in a cycle: every entry is dropped just before it is needed again. Kept by weak reference, the
+    values are the cluster's own, whatever its size, and vanish with the last server state holding them.
+    """
+
+    def __init__(self) -> None:
+        self._kept: weakref.WeakValueDictionary[str, SlotValue] = weakref.WeakValueDictionary()
+        self.parsed = 0
+        """Values parsed so far (a value found kept is not parsed again)."""
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def read(self, value: str) -> SlotValue:
+        found = self._kept.get(value)
+        if found is None:
+            found = _parse(value)
+            self._kept[value] = found
+            self.parsed += 1
+        return found
+
+
+PARSED_VALUES = ParsedValues()
+read_slot_value = PARSED_VALUES.read
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ so that one alias more or less rewrites as few keys as possible:
   into the first slot with room, preferring slots this edit already rewrites; failing that into a new
   slot with the smallest free number -- never a number whose key already holds a value we must not
   edit (a per-interface ``landb-alias`` value, say);
-- tokens that stay are never moved, even if the layout could be tighter.
+- tokens that stay are never moved, even if the layout could be tighter;
+- with a limit on new keys (the server's metadata quota), a token that would need one more key than
+  the limit allows is left out, and the tokens after it still go wherever they fit: what fits is
+  written, in sorted order, and only what does not is refused.
 
 The cases (``1: a,b`` is ``landb-alias = a,b``, ``2:`` is ``landb-alias2``; ``max_length`` as given):
 
@@ -27,6 +30,7 @@ The cases (``1: a,b`` is ``landb-alias = a,b``, ``2:`` is ``landb-alias2``; ``ma
 | 1: aa,bb  2: cc          | any | - cc       | 1: aa,bb                    | an empty slot is       |
 |                          |     |            |                             | deleted                |
 | anything                 | 5   | + abcdefgh | ValueTooLong                | can never be written   |
+| 1: aaaaaaa, no new key   | 9   | + cc, d    | 1: aaaaaaa,d, cc left out   | over quota: what fits  |
 
 tests/property/test_packing_rule.py checks these rows, and the rule against a straightforward packer.
 """
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from landb_webhook.landb.metadata import Slots, join_tokens
 
@@ -43,14 +48,28 @@ class ValueTooLong(ValueError):
     """A single token longer than a whole value: it can never be written."""
 
 
-def _fits(tokens: tuple[str, ...], extra: Iterable[str], max_length: int) -> bool:
-    return len(join_tokens((*tokens, *extra))) <= max_length
+class Packed(NamedTuple):
+    layout: dict[int, tuple[str, ...]]
+    left_out: tuple[str, ...]
+    """Tokens that would have needed more new keys than allowed, in sorted order."""
 
 
 def add_tokens(
     slots: Slots, new_tokens: Iterable[str], max_length: int, *, unavailable: Iterable[int] = ()
 ) -> dict[int, tuple[str, ...]]:
     """Lay ``new_tokens`` out over ``slots``; ``unavailable`` are slot numbers a new slot must not take."""
+    return add_tokens_within(slots, new_tokens, max_length, unavailable=unavailable).layout
+
+
+def add_tokens_within(
+    slots: Slots,
+    new_tokens: Iterable[str],
+    max_length: int,
+    *,
+    unavailable: Iterable[int] = (),
+    new_keys: int | None = None,
+) -> Packed:
+    """``add_tokens`` opening at most ``new_keys`` new slots (None: as many as needed)."""
     layout = {number: tuple(tokens) for number, tokens in slots.items()}
     taken = set(layout) | set(unavailable)
     pending = sorted(set(new_tokens))
@@ -58,17 +77,18 @@ def add_tokens(
         if len(token) > max_length:
             raise ValueTooLong(f"token {token!r} is longer than {max_length} characters")
     if not pending:
-        return layout
-
-    for number in sorted(layout):
-        if _fits(layout[number], pending, max_length):
-            layout[number] = (*layout[number], *pending)
-            return layout
+        return Packed(layout, ())
 
     # Each slot's joined length kept as tokens go in, and a slot that no pending token fits any more
     # leaves the search: a fresh join per try, or a scan of every full slot, made packing a whole
     # cluster's aliases quadratic in the tokens per server.
     length = {number: len(join_tokens(tokens)) for number, tokens in layout.items()}
+    all_of_them = sum(map(len, pending)) + len(pending) - 1  # joined by commas
+    for number in sorted(layout):
+        if length[number] + (1 if layout[number] else 0) + all_of_them <= max_length:
+            layout[number] = (*layout[number], *pending)
+            return Packed(layout, ())
+
     shortest = min(map(len, pending))
 
     def room(number: int) -> int:
@@ -76,11 +96,27 @@ def add_tokens(
 
     touched: list[int] = []
     untouched = [number for number in sorted(layout) if room(number) >= shortest]
+    left_out: list[str] = []
+    opened = 0
+    most_room: int | None = None
+    """Once no new key may be opened: the most room any slot has (None: to be worked out again). A
+    server over its quota leaves out most of its tokens, each without a scan of its full slots."""
     for token in pending:
+        if new_keys is not None and opened >= new_keys:
+            if most_room is None:
+                most_room = max((room(n) for n in itertools.chain(touched, untouched)), default=-1)
+            if len(token) > most_room:
+                left_out.append(token)
+                continue
         fitting = next((n for n in itertools.chain(touched, untouched) if room(n) >= len(token)), None)
         if fitting is not None:
             number = fitting
+            most_room = None
+        elif new_keys is not None and opened >= new_keys:
+            left_out.append(token)
+            continue
         else:
+            opened += 1
             number = next(n for n in range(1, len(taken) + 2) if n not in taken)
             taken.add(number)
             layout[number], length[number] = (), 0
@@ -92,7 +128,7 @@ def add_tokens(
         layout[number] = (*layout[number], token)
         if room(number) < shortest:
             touched.remove(number)
-    return layout
+    return Packed(layout, tuple(left_out))
 
 
 def remove_tokens(slots: Slots, gone: Iterable[str]) -> dict[int, tuple[str, ...]]:

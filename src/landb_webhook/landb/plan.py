@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from landb_webhook.landb.holders import Holders
 from landb_webhook.landb.indices import indices_for_alias
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
-from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
+from landb_webhook.landb.packing import ValueTooLong, add_tokens_within, remove_tokens
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,10 @@ class ServerPlan:
     """Phase 2: removals, written once every make write has landed."""
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """A change the rules forbid; it is not written, the rest of the plan still is."""
+class Refusal(NamedTuple):
+    """A change the rules forbid; it is not written, the rest of the plan still is.
+
+    A tuple, not a frozen dataclass: a cluster over its quota refuses 400,000 of them in every loop."""
 
     label: str
     server: ServerState
@@ -123,18 +125,21 @@ def plan_changes(
     max_length: int = 254,
     quota: int = 128,
     preferred: Mapping[str, Mapping[str, int]] | None = None,
+    holders: Holders | None = None,
 ) -> Plan:
     """Plan the writes that make exactly ``wanted[label]`` (server ids) carry each label in ``wanted``.
 
     Labels absent from ``wanted`` are not looked at; ``wanted[label]`` empty withdraws the label.
     An addition that cannot be written (value length, quota, a plain alias of the same name) is refused,
     and its label then loses no token anywhere in this plan. ``preferred[label][server id]`` is the N a
-    returning carrier last held.
+    returning carrier last held. ``holders``: an index of earlier servers to make theirs from, reading
+    only the servers changed since (``landb.holders``).
     """
     aliases = {s.server_id: s.aliases for s in servers}
     order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
     position = {s.server_id: n for n, s in enumerate(order)}
-    editable, frozen = _holders_of(aliases, wanted)
+    held_by = (holders or Holders()).of(aliases)
+    editable, frozen = held_by.editable, held_by.pinned
     plain: dict[str, ServerState] = {}
     for server in order:
         for label, _ in aliases[server.server_id].plain_aliases():
@@ -147,8 +152,15 @@ def plan_changes(
     for label in sorted(wanted):
         own, pinned = editable.get(label, {}), frozen.get(label, {})
         last = (preferred or {}).get(label)
-        held = {sid: [index for _, index in tokens] for sid, tokens in own.items()}
-        decided = indices_for_alias(wanted[label], held, pinned, position, floor=floor, preferred=last)
+        decided = indices_for_alias(
+            wanted[label],
+            _Indices(own),
+            pinned,
+            position,
+            floor=floor,
+            preferred=last,
+            held_once=held_by.held_once(label),
+        )
         for sid in sorted(decided, key=position.__getitem__):
             server = order[position[sid]]
             mine = own.get(sid, [])
@@ -209,23 +221,24 @@ def _per_server(
     return Plan(servers=tuple(plans), refusals=tuple(refusals))
 
 
-def _holders_of(
-    aliases: Mapping[str, ServerAliases], labels: Container[str]
-) -> tuple[dict[str, dict[str, list[tuple[str, int]]]], dict[str, dict[str, list[int]]]]:
-    """Label -> server id -> (text, N) of its editable tokens, and label -> server id -> its pinned Ns,
-    for ``labels`` only, in one pass over every server's tokens: a node joining changes the targets of
-    every alias, and rescanning every server per alias made planning O(aliases x servers). A server
-    holding no token of a label plays no part in that label's index rule, so it is not listed."""
-    editable: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
-    frozen: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for sid, found in aliases.items():
-        for text, label, index in found.editable_load():
-            if label in labels:
-                editable[label][sid].append((text, index))
-        for token in found.frozen_tokens():
-            if token.label in labels:
-                frozen[token.label][sid].append(token.index)
-    return editable, frozen
+class _Indices(Mapping[str, list[int]]):
+    """Server id -> the Ns of its tokens of one alias, read from its (text, N) pairs only when asked: the
+    index rule's fast path asks only who holds the alias (``keys``, a set for set differences)."""
+
+    def __init__(self, tokens: Mapping[str, list[tuple[str, int]]]) -> None:
+        self._tokens = tokens
+
+    def __getitem__(self, server_id: str) -> list[int]:
+        return [index for _, index in self._tokens[server_id]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tokens)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def keys(self) -> KeysView[str]:
+        return self._tokens.keys()
 
 
 class _Additions(NamedTuple):
@@ -238,18 +251,29 @@ class _Additions(NamedTuple):
 def _additions(
     server: ServerState, found: ServerAliases, adds: list[LoadToken], max_length: int, quota: int
 ) -> _Additions:
-    """Phase 1 for one server: all of its additions, or none of them with a refusal for each."""
+    """Phase 1 for one server: the additions that fit within its metadata quota, in sorted order, and a
+    refusal for each of the others (a server over its quota by others' keys takes none: Nova refuses
+    any write to it)."""
+    free_keys = quota - len(server.metadata)
+    if free_keys < 0:
+        reason = f"holds {len(server.metadata)} metadata keys, the server quota is {quota}"
+        return _Additions(found.slots, (), [Refusal(t.label, server, reason) for t in adds])
+    rendered = {t.render(): t for t in adds}
     try:
-        grown = add_tokens(
-            found.slots, (t.render() for t in adds), max_length, unavailable=found.frozen_slot_numbers()
+        packed = add_tokens_within(
+            found.slots, rendered, max_length, unavailable=found.frozen_slot_numbers(), new_keys=free_keys
         )
     except ValueTooLong as exc:
         return _Additions(found.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
-    keys_after = len(server.metadata) - len(found.slots) + len(grown)
-    if keys_after > quota:
-        reason = f"needs {keys_after} metadata keys, the server quota is {quota}"
-        return _Additions(found.slots, (), [Refusal(t.label, server, reason) for t in adds])
-    return _Additions(grown, tuple(sorted(adds)), [])
+    if not packed.left_out:
+        return _Additions(packed.layout, tuple(sorted(adds)), [])
+    reason = f"no room left in its metadata keys, the server quota is {quota}"
+    left_out = set(packed.left_out)
+    return _Additions(
+        packed.layout,
+        tuple(sorted(t for text, t in rendered.items() if text not in left_out)),
+        [Refusal(rendered[text].label, server, reason) for text in packed.left_out],
+    )
 
 
 def _server_plan(

@@ -83,6 +83,7 @@ from landb_webhook.provider.loadbalancers import (
     TagWrites,
     merged_carriers,
 )
+from landb_webhook.provider.refusals import report_refusals
 from landb_webhook.provider.removals import guard_removals
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
@@ -254,6 +255,7 @@ class Applier:
             max_length=options.max_value_length,
             quota=self._servers.max_metadata_items() if wanted else 0,
             preferred=self._lost_indices.preferred(),
+            holders=inventory.holders(),
         )
         self._lost_indices.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
@@ -346,29 +348,8 @@ class Applier:
         return moves
 
     def _log_refusals(self, refusals: Sequence[Refusal]) -> list[str]:
-        """Log and count each refusal; return those a later loop may land (the others are said once)."""
-        problems: list[str] = []
-        for refusal in refusals:
-            self._context.metrics.refused_changes_total.labels(
-                reason="plan" if refusal.kind == "capacity" else refusal.kind
-            ).inc()
-            if refusal.kind == "frozen":
-                # No retry changes it, and Records and AdjustEndpoints count the holder as a carrier.
-                self._context.warn_once(
-                    refusal.label,
-                    "alias held in a key or form we never edit: left in place",
-                    node=refusal.server.node_name,
-                )
-                continue
-            log.warning(
-                "change refused",
-                alias=refusal.label,
-                node=refusal.server.node_name,
-                server=refusal.server.server_name,
-                reason=refusal.reason,
-            )
-            problems.append(f"{refusal.label} on {refusal.server.node_name}: {refusal.reason}")
-        return problems
+        """Log and count the refusals; return those a later loop may land (the others are said once)."""
+        return report_refusals(refusals, self._context.metrics, self._context.warnings)
 
     def _routed_to_load_balancers(
         self,

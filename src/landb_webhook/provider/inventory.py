@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from threading import Lock
 
 from landb_webhook.backends import Node, NodeSource, Server, ServerStore
+from landb_webhook.landb.holders import Holders
 from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plain_aliases
 from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
@@ -76,6 +77,10 @@ class Inventory:
             # keeps its state, and with it its aliases as already read.
             earlier = {(state.node_name, state.server_id): state for state in previous._server_states}
             self.__dict__["_server_states"] = self._states_keeping(earlier)
+        if "_holders" not in self.__dict__:
+            # Made only when an apply plans, from the last one made: only the servers changed since then
+            # are read again (landb.holders).
+            self.__dict__["_holders_basis"] = previous.__dict__.get("_holders", previous._holders_basis)
 
     @functools.cached_property
     def _server_states(self) -> tuple[ServerState, ...]:
@@ -94,6 +99,21 @@ class Inventory:
 
     def server_states(self) -> list[ServerState]:
         return list(self._server_states)
+
+    @property
+    def _holders_basis(self) -> Holders:
+        """The last holder index made before this inventory (an empty one at start)."""
+        basis: Holders = self.__dict__.get("_holders_basis", _NO_HOLDERS)
+        return basis
+
+    @functools.cached_property
+    def _holders(self) -> Holders:
+        return self._holders_basis.of({state.server_id: state.aliases for state in self._server_states})
+
+    def holders(self) -> Holders:
+        """Who holds which alias among the server states, for planning; made from the last index made,
+        reading again only the servers whose aliases changed since. Shared: never modify it."""
+        return self._holders
 
     @functools.cached_property
     def _carriers(self) -> dict[str, set[str]]:
@@ -163,7 +183,8 @@ class Inventory:
         return sorted(node.name for node in self.nodes if node.name not in self.servers)
 
 
-_SERVER_RESULTS = ("_server_states", "_carriers", "_frozen_carriers", "_plain_aliases")
+_SERVER_RESULTS = ("_server_states", "_carriers", "_frozen_carriers", "_plain_aliases", "_holders")
+_NO_HOLDERS = Holders()
 _ADDRESS_RESULTS = ("_ips_by_server", "_sorted_ips_of")
 
 

@@ -1,0 +1,89 @@
+"""Properties of the holder index (landb/holders.py): made from an earlier one, it is the index of the
+servers given, and only the servers whose aliases changed are read again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hypothesis import given
+from hypothesis import strategies as st
+from landb_strategies import fleets
+
+from landb_webhook.landb.holders import Holders
+from landb_webhook.landb.metadata import ServerAliases, read_aliases, slot_key
+from landb_webhook.landb.plan import ServerState
+
+
+def indexed_afresh(aliases: Mapping[str, ServerAliases]) -> tuple[object, object]:
+    """The index written plainly: every token of every server."""
+    editable: dict[str, dict[str, list[tuple[str, int]]]] = {}
+    pinned: dict[str, dict[str, list[int]]] = {}
+    for sid, found in aliases.items():
+        for text, label, index in found.editable_load():
+            editable.setdefault(label, {}).setdefault(sid, []).append((text, index))
+        for token in found.frozen_tokens():
+            pinned.setdefault(token.label, {}).setdefault(sid, []).append(token.index)
+    return editable, pinned
+
+
+def as_read(holders: Holders) -> tuple[object, object]:
+    return (
+        {label: dict(by_server) for label, by_server in holders.editable.items()},
+        {label: dict(by_server) for label, by_server in holders.pinned.items()},
+    )
+
+
+def aliases_of(fleet: list[ServerState]) -> dict[str, ServerAliases]:
+    return {server.server_id: server.aliases for server in fleet}
+
+
+@given(fleets(), fleets(), st.data())
+def test_an_index_made_from_an_earlier_one_is_the_index_of_the_servers_given(
+    earlier: list[ServerState], later: list[ServerState], data: st.DataObject
+) -> None:
+    """Some servers stay as they were (the same state), some change, some come and some go."""
+    kept = data.draw(
+        st.lists(st.sampled_from(earlier), unique_by=lambda s: s.server_id) if earlier else st.just([])
+    )
+    kept_ids = {server.server_id for server in kept}
+    now = [*kept, *(s for s in later if s.server_id not in kept_ids)]
+    first = Holders().of(aliases_of(earlier))
+    before = as_read(first)
+
+    made = first.of(aliases_of(now))
+
+    assert as_read(made) == indexed_afresh(aliases_of(now))
+    for label, by_server in made.editable.items():
+        indices = [index for tokens in by_server.values() for _, index in tokens]
+        one_each = len(indices) == len(by_server) == len(set(indices))
+        assert made.held_once(label) == (set(indices) if one_each else None), label
+    assert as_read(first) == before == indexed_afresh(aliases_of(earlier)), "the earlier index is unchanged"
+
+
+def test_only_the_aliases_of_the_values_that_changed_are_listed_again() -> None:
+    """A server whose one value changed (an alias withdrawn) is listed again for that value's aliases
+    only, every other server and alias is kept as it was: the index follows the change, not the cluster."""
+    labels = [f"app{i:03d}" for i in range(100)]
+
+    def metadata(n: int, without: str = "") -> dict[str, str]:
+        values = [labels[k : k + 10] for k in range(0, 100, 10)]
+        return {
+            slot_key(slot + 1): ",".join(f"{label}--load-{n}-" for label in value if label != without)
+            for slot, value in enumerate(values)
+        }
+
+    cluster = {f"id-{n}": read_aliases(metadata(n)) for n in range(50)}
+    index = Holders().of(cluster)
+    changed = {**cluster, "id-0": read_aliases(metadata(0, without="app033")), "id-new": read_aliases({})}
+
+    again = index.of(changed)
+
+    assert as_read(again) == indexed_afresh(changed)
+    relisted = {
+        (label, sid)
+        for label, by_server in index.editable.items()
+        for sid, tokens in by_server.items()
+        if again.editable.get(label, {}).get(sid) is not tokens
+    }
+    assert relisted == {(label, "id-0") for label in labels[30:40]}
+    assert index.of(cluster) is index, "nothing changed: the same index"
