@@ -1,4 +1,5 @@
-"""What the simulated LanDB publishes in ``cern.ch`` from the servers' ``landb-alias*`` metadata.
+"""What the simulated LanDB publishes in ``cern.ch`` from the servers' ``landb-alias*`` metadata and the
+load balancers' ``landb-alias=<name>`` tags.
 
 Read independently of the webhook's own parser, from the published rules (docs/landb-nova-facts.md), so
 a test of the webhook checks it against LanDB's reading, not against itself:
@@ -8,13 +9,17 @@ a test of the webhook checks it against LanDB's reading, not against itself:
 - ``alias--load-N-`` (suffix case-insensitive) gives an A record (AAAA for an IPv6 address) for ``alias``
   with the address of the interface that carries it; several servers give round-robin records;
 - a plain ``alias`` gives a CNAME to the carrying interface's host name;
-- every server with an address is published under its own name (the device's host name).
+- every server with an address is published under its own name (the device's host name);
+- a load balancer's ``landb-alias=<name>`` tag gives an A record (AAAA for IPv6) for ``name`` with its
+  VIP (LanDB names the VIP's device), one tag per name; several load balancers give round-robin records.
 
 Where the documents are silent the simulator decides, and names what it ignored (``Rejection``): the
 first server by name keeps an ``alias--load-N-`` that another server also holds (N is unique across
 LanDB), and a plain alias that another server also holds; a name with load-balanced carriers is never
 also a CNAME; an alias never shadows a device name; an interface other than the server's own host name carries
-nothing (a simulated server has one).
+nothing (a simulated server has one); a name that servers' metadata publishes (A or CNAME) keeps the servers'
+records, and a load balancer's tag for it is ignored until the servers drop it (so a name moved from ingress
+nodes to a load balancer answers the nodes until their metadata no longer holds it).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from landb_simulator.octavia_store import LoadBalancerInfo
 from landb_simulator.state import ServerInfo
 
 ZONE = "cern.ch"
 ALIAS_KEY_PREFIX = "landb-alias"
+ALIAS_TAG_PREFIX = "landb-alias="
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOAD_BALANCED = re.compile(r"^(?P<alias>.+?)--load-(?P<index>[0-9]+)-$", re.IGNORECASE)
@@ -38,11 +45,13 @@ class Rejection:
     """An alias the simulated LanDB does not publish, and why (logged once by the DNS server)."""
 
     server: str
+    """The server's name, or the load balancer's for a tag (``holder``)."""
     item: str
     reason: str
+    holder: str = "server"
 
     def describe(self) -> str:
-        return f"simulated LanDB ignores {self.item!r} on server {self.server}: {self.reason}"
+        return f"simulated LanDB ignores {self.item!r} on {self.holder} {self.server}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,8 @@ class _Claim:
     """N of ``alias--load-N-``; None for a plain alias."""
 
 
-def publish(servers: Iterable[ServerInfo]) -> PublishedZone:
-    """The zone LanDB would publish for ``servers`` as they are now."""
+def publish(servers: Iterable[ServerInfo], load_balancers: Iterable[LoadBalancerInfo] = ()) -> PublishedZone:
+    """The zone LanDB would publish for ``servers`` and ``load_balancers`` as they are now."""
     ordered = sorted(servers, key=lambda server: (server.name, server.id))
     devices: dict[str, list[str]] = {}
     for server in ordered:
@@ -114,12 +123,37 @@ def publish(servers: Iterable[ServerInfo]) -> PublishedZone:
             canonical[claim.alias] = claim.interface
         else:
             addresses.setdefault(claim.alias, set()).add(claim.address)
+    servers_publish = {*addresses, *canonical}
+    for lb, item, alias in _read_tags(load_balancers):
+        reason = _tag_refused(alias, devices, servers_publish=servers_publish)
+        if reason is not None:
+            rejected.append(Rejection(lb.name or lb.id, item, reason, holder="load balancer"))
+            continue
+        addresses.setdefault(alias, set()).add(lb.vip_address)
     return PublishedZone(
         addresses={name: tuple(sorted(ips, key=_address_order)) for name, ips in addresses.items()},
         canonical=canonical,
         hosts=frozenset(devices),
         rejected=tuple(rejected),
     )
+
+
+def _read_tags(load_balancers: Iterable[LoadBalancerInfo]) -> Iterable[tuple[LoadBalancerInfo, str, str]]:
+    """Each ``landb-alias=`` tag as (load balancer, tag, alias), the load balancers by name."""
+    for lb in sorted(load_balancers, key=lambda lb: (lb.name, lb.id)):
+        for tag in lb.tags:
+            if tag.startswith(ALIAS_TAG_PREFIX):
+                yield lb, tag, tag[len(ALIAS_TAG_PREFIX) :].lower()
+
+
+def _tag_refused(alias: str, devices: Mapping[str, object], *, servers_publish: set[str]) -> str | None:
+    if not _LABEL.match(alias):
+        return "not a bare name (one DNS label of [a-z0-9-], at most 63 characters)"
+    if alias in devices:
+        return f"{alias} is a device's host name"
+    if alias in servers_publish:
+        return f"servers' metadata already publishes {alias}: it keeps their records"
+    return None
 
 
 def _address_order(ip: str) -> tuple[int, ipaddress.IPv4Address | ipaddress.IPv6Address]:
