@@ -125,9 +125,9 @@ def publish(servers: Iterable[ServerInfo], load_balancers: Iterable[LoadBalancer
             addresses.setdefault(claim.alias, set()).add(claim.address)
     servers_publish = {*addresses, *canonical}
     for lb, item, alias in _read_tags(load_balancers):
-        reason = _tag_refused(alias, devices, servers_publish=servers_publish)
-        if reason is not None:
-            rejected.append(Rejection(lb.name or lb.id, item, reason, holder="load balancer"))
+        refused = _tag_refused(alias, devices, servers_publish=servers_publish)
+        if refused is not None:
+            rejected.append(Rejection(lb.name or lb.id, item, refused, holder="load balancer"))
             continue
         addresses.setdefault(alias, set()).add(lb.vip_address)
     return PublishedZone(
