@@ -341,6 +341,13 @@ def _log_changes(number: int, previous: PublishedZone, published: PublishedZone)
             log.log(level, "simulated LanDB sync %d: %s.%s withdrawn (was %s)", number, name, ZONE, before)
         else:
             log.log(level, "simulated LanDB sync %d: %s.%s now answers %s", number, name, ZONE, after)
+    for name in sorted(published.shared - previous.shared):
+        log.warning(
+            "simulated LanDB answers %s.%s from both servers' metadata and load balancer tags: "
+            "round robin across all of them",
+            name,
+            ZONE,
+        )
     known: set[Rejection] = set(previous.rejected)
     for rejection in published.rejected:
         if rejection not in known:

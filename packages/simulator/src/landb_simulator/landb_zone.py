@@ -17,9 +17,10 @@ Where the documents are silent the simulator decides, and names what it ignored 
 first server by name keeps an ``alias--load-N-`` that another server also holds (N is unique across
 LanDB), and a plain alias that another server also holds; a name with load-balanced carriers is never
 also a CNAME; an alias never shadows a device name; an interface other than the server's own host name carries
-nothing (a simulated server has one); a name that servers' metadata publishes (A or CNAME) keeps the servers'
-records, and a load balancer's tag for it is ignored until the servers drop it (so a name moved from ingress
-nodes to a load balancer answers the nodes until their metadata no longer holds it).
+nothing (a simulated server has one). A name both servers (``alias--load-N-``) and load balancers' tags
+publish is answered with all their addresses, round robin, as the webhook's Records reports it (``shared``,
+said once): so a name moving from ingress nodes to a load balancer answers both while both hold it, and a
+load balancer's tag, being A records, takes a name from a plain alias as ``alias--load-N-`` does.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class PublishedZone:
     hosts: frozenset[str] = frozenset()
     """The names in ``addresses`` that are devices' own host names, not aliases."""
     rejected: tuple[Rejection, ...] = ()
+    shared: frozenset[str] = frozenset()
+    """Names both servers' ``alias--load-N-`` metadata and load balancers' tags publish: round robin across
+    all of them (the simulator's choice, said once by the DNS server)."""
 
     def describe(self, name: str) -> str | None:
         """``A 188.184.1.1, 188.184.1.2`` or ``CNAME node-0.cern.ch``; None when the name is not published."""
@@ -103,10 +107,18 @@ def publish(servers: Iterable[ServerInfo], load_balancers: Iterable[LoadBalancer
             else:
                 claims.append(claim_or_rejection)
 
+    tagged: dict[str, set[str]] = {}
+    for lb, item, alias in _read_tags(load_balancers):
+        refused = _tag_refused(alias, devices)
+        if refused is not None:
+            rejected.append(Rejection(lb.name or lb.id, item, refused, holder="load balancer"))
+        else:
+            tagged.setdefault(alias, set()).add(lb.vip_address)
+
     addresses = {name: set(ips) for name, ips in devices.items()}
     canonical: dict[str, str] = {}
     holders: dict[tuple[str, int | None], str] = {}
-    load_balanced = {claim.alias for claim in claims if claim.index is not None}
+    load_balanced = {claim.alias for claim in claims if claim.index is not None} | tagged.keys()
     for claim in claims:
         if claim.alias in devices:
             rejected.append(Rejection(claim.server, claim.item, f"{claim.alias} is a device's host name"))
@@ -123,18 +135,15 @@ def publish(servers: Iterable[ServerInfo], load_balancers: Iterable[LoadBalancer
             canonical[claim.alias] = claim.interface
         else:
             addresses.setdefault(claim.alias, set()).add(claim.address)
-    servers_publish = {*addresses, *canonical}
-    for lb, item, alias in _read_tags(load_balancers):
-        refused = _tag_refused(alias, devices, servers_publish=servers_publish)
-        if refused is not None:
-            rejected.append(Rejection(lb.name or lb.id, item, refused, holder="load balancer"))
-            continue
-        addresses.setdefault(alias, set()).add(lb.vip_address)
+    shared = frozenset(tagged.keys() & addresses.keys())
+    for alias, vips in tagged.items():
+        addresses.setdefault(alias, set()).update(vips)
     return PublishedZone(
         addresses={name: tuple(sorted(ips, key=_address_order)) for name, ips in addresses.items()},
         canonical=canonical,
         hosts=frozenset(devices),
         rejected=tuple(rejected),
+        shared=shared,
     )
 
 
@@ -146,13 +155,11 @@ def _read_tags(load_balancers: Iterable[LoadBalancerInfo]) -> Iterable[tuple[Loa
                 yield lb, tag, tag[len(ALIAS_TAG_PREFIX) :].lower()
 
 
-def _tag_refused(alias: str, devices: Mapping[str, object], *, servers_publish: set[str]) -> str | None:
+def _tag_refused(alias: str, devices: Mapping[str, object]) -> str | None:
     if not _LABEL.match(alias):
         return "not a bare name (one DNS label of [a-z0-9-], at most 63 characters)"
     if alias in devices:
         return f"{alias} is a device's host name"
-    if alias in servers_publish:
-        return f"servers' metadata already publishes {alias}: it keeps their records"
     return None
 
 
