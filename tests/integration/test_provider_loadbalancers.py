@@ -336,6 +336,7 @@ def test_status_lists_the_load_balancers_carrying_names_and_which_are_unclaimed(
             "addresses": [VIP_APP],
             "names": ["hand.cern.ch", "shop.cern.ch"],
             "unclaimed": ["hand.cern.ch"],
+            "dns": {"hand.cern.ch": None, "shop.cern.ch": None},  # not asked (--no-dns-watch)
         }
     ]
     assert world.writes() == []
