@@ -213,6 +213,10 @@ class LoadBalancerPath:
             merged[name] = sorted_ips((*merged.get(name, ()), *lbs.addresses_of(lb_ids)))
         return merged
 
+    def tagged(self, lbs: LoadBalancers) -> dict[str, int]:
+        """DNS name -> how many load balancers' tags carry it."""
+        return {dns_name_for(label, self._domain): len(ids) for label, ids in lbs.carriers().items()}
+
     def records(
         self, aliases: Sequence[Endpoint], lbs: LoadBalancers, *, unowned: Set[str], hidden: Set[str]
     ) -> list[Endpoint]:

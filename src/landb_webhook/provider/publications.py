@@ -49,11 +49,17 @@ class PublicationLog:
     _dropped: dict[str, float | None] = field(default_factory=dict)
     """Removed names forgotten (DNS dropped them, or the retention passed), with their write time: a state
     stored before is not to bring them back. Kept while the stored state still holds them."""
+    _tagged: dict[str, int] = field(default_factory=dict)
+    """DNS name -> how many load balancers' tags carry it, at the last report (for log lines)."""
     _lock: Lock = field(default_factory=Lock)
 
-    def reported(self, carried: Mapping[str, Iterable[str]], now: float) -> None:
-        """What Records found: every alias the nodes carry (DNS name -> the carriers' IPs)."""
+    def reported(
+        self, carried: Mapping[str, Iterable[str]], now: float, tagged: Mapping[str, int] | None = None
+    ) -> None:
+        """What Records found: every alias the nodes or load balancers carry (DNS name -> the carriers'
+        IPs); ``tagged``: DNS name -> how many load balancers' tags carry it."""
         with self._lock:
+            self._tagged = dict(tagged or {})
             entries, seen_before = self._entries, self._reported_once
             self._reported_once = True
             current = {name: frozenset(ips) for name, ips in carried.items()}
@@ -102,7 +108,7 @@ class PublicationLog:
         """Every name whose carriers are known, removed ones included (with no IPs)."""
         with self._lock:
             return {
-                name: Published(entry.ips, entry.former, entry.written_at)
+                name: Published(entry.ips, entry.former, entry.written_at, self._tagged.get(name, 0))
                 for name, entry in self._entries.items()
                 if not entry.awaiting_report
             }
