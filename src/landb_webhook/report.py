@@ -93,7 +93,13 @@ def status_json(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | None
             {"node": f.node, "server_id": f.server_id, "key": f.key, "value": f.value}
             for f in status.frozen_forms
         ],
-        "load_balancers": [asdict(lb) for lb in status.load_balancers],
+        "load_balancers": [
+            {
+                **asdict(lb),
+                **({"dns": {name: _dns_json(dns, name) for name in lb.names}} if dns is not None else {}),
+            }
+            for lb in status.load_balancers
+        ],
         "departed_servers": [
             {"node": d.node, "server_id": d.server_id, "server_name": d.server_name, "tokens": list(d.tokens)}
             for d in status.departed_servers
@@ -168,7 +174,8 @@ def status_table(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | Non
         *_section(
             "Load balancers carrying names (landb-alias= tags)",
             [
-                f"{lb.name or '(no name)'} ({lb.id}) {','.join(lb.addresses)}: {', '.join(lb.names)}"
+                f"{lb.name or '(no name)'} ({lb.id}) {','.join(lb.addresses)}: "
+                + ", ".join(_with_dns_state(asked, name) for name in lb.names)
                 + (f" (unclaimed: {', '.join(lb.unclaimed)})" if lb.unclaimed else "")
                 for lb in status.load_balancers
             ],
@@ -241,6 +248,11 @@ def _dns_cells(dns: DnsCheck, name: str) -> tuple[str, str]:
     published = dns.published.get(name)
     written = published.written_at if published is not None else None
     return state, "-" if written is None else f"{duration(dns.now - written)} ago"
+
+
+def _with_dns_state(dns: DnsCheck | None, name: str) -> str:
+    """``shop.cern.ch`` or, once DNS was asked, ``shop.cern.ch (published)``."""
+    return name if dns is None else f"{name} ({_dns_cells(dns, name)[0]})"
 
 
 def _dns_json(dns: DnsCheck, name: str) -> dict[str, Any] | None:

@@ -17,12 +17,17 @@ from test_adopt_and_status import World, world  # noqa: F401 (a fixture)
 
 from landb_simulator import Simulator
 from landb_simulator.external_dns import ownership_record, plan
+from landb_webhook.adapters.dns import DnsResolver
+from landb_webhook.config import parse_resolver
 from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.landb.propagation import State
 from landb_webhook.provider import ApplyError
+from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
 from support.homes import watching
 from support.provider_cluster import OWNER, Cluster
 
 VIP_APP, VIP_WEB, FLOATING_WEB = "188.184.30.10", "188.184.30.20", "137.138.40.9"
+VIP_SHOP = "188.184.30.30"
 SERVICE_TAG = "kube_service_cluster_default_app"
 
 
@@ -331,6 +336,7 @@ def test_status_lists_the_load_balancers_carrying_names_and_which_are_unclaimed(
             "addresses": [VIP_APP],
             "names": ["hand.cern.ch", "shop.cern.ch"],
             "unclaimed": ["hand.cern.ch"],
+            "dns": {"hand.cern.ch": None, "shop.cern.ch": None},  # not asked (--no-dns-watch)
         }
     ]
     assert world.writes() == []
@@ -353,3 +359,59 @@ def test_a_create_of_a_name_someone_else_tagged_is_refused_and_changes_nothing(
     assert lbs.tags(lbs.web) == ()
     assert claims(cluster) == set()
     assert cluster.metrics.refused_changes_total.labels(reason="not_owned")._value.get() == 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_dns_watch_follows_tagged_names_from_the_tag_write_to_their_vip_and_a_name_moved_off_the_nodes(
+    make_cluster: Any, lbs: LoadBalancers
+) -> None:
+    """Tagged names are followed like the nodes' (docs/operations.md "Is it on the air yet?"): DNS should
+    answer their load balancer's VIP, counted from the tag write; asked of the simulated LanDB."""
+    clock = Clock()
+    cluster = make_cluster(clock=clock)
+    octavia, dns = lbs.sim.state.octavia, lbs.sim.dns
+    octavia.add_load_balancer("kube_service_cluster_default_shop", VIP_SHOP)
+    resolver = DnsResolver([parse_resolver(dns.address)], timeout=2.0)
+    watch = DnsWatch(
+        cluster.resources.published,
+        resolver,
+        WatchOptions(queries_per_second=50, recheck_period=30),
+        clock=clock,
+    )
+
+    def states_a_minute_later() -> dict[str, State]:
+        clock.now += 60
+        watch.step()
+        return {name: judged.state for name, judged in watch.judgements().items()}
+
+    cluster.desired = [ingress("app.cern.ch")]
+    cluster.settle()
+    dns.sync()
+    assert states_a_minute_later() == {"app.cern.ch": State.PUBLISHED}
+    [node_ips] = [e.targets for e in cluster.provider.records() if e.dns_name == "app.cern.ch"]
+
+    written = clock.now
+    cluster.desired = [service("app.cern.ch", VIP_APP), service("shop.cern.ch", VIP_SHOP)]
+    octavia.observe_tag_changes(lambda _: dns.sync())  # LanDB syncs between the make and the break writes
+    cluster.loop()
+    octavia.observe_tag_changes(None)
+    clock.now += 300  # Records sees the writes a loop later
+    assert cluster.loop() == Changes()
+    published = cluster.resources.published.published()
+    assert (published["shop.cern.ch"].ips, published["shop.cern.ch"].written_at) == ({VIP_SHOP}, written)
+    assert (published["app.cern.ch"].ips, published["app.cern.ch"].former) == ({VIP_APP}, set(node_ips))
+
+    # DNS answers the nodes and the VIP (both held the name at the sync): the nodes' IPs are stale.
+    assert states_a_minute_later() == {"app.cern.ch": State.STALE, "shop.cern.ch": State.PUBLISHED}
+    with capture_logs() as logs:
+        dns.sync()  # the next sync, once the nodes dropped it
+        assert states_a_minute_later() == {"app.cern.ch": State.PUBLISHED, "shop.cern.ch": State.PUBLISHED}
+    said = [line["event"] for line in logs if line["log_level"] == "info"]
+    assert said == ["app.cern.ch resolves to its load balancer, 7 min after the write"]

@@ -143,6 +143,30 @@ def test_a_write_is_answered_only_after_the_next_sync(
     assert ask(sim.dns, "myapp.cern.ch.").rcode() == dns.rcode.NXDOMAIN
 
 
+def test_a_load_balancers_alias_tag_is_answered_with_its_vip_at_the_next_sync_round_robin_with_servers(
+    cluster: tuple[Simulator, list[str]], ask: Query, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim, names = cluster
+    lb = sim.state.octavia.add_load_balancer("shop-lb", "188.184.77.7", tags=["landb-alias=shop", "other"])
+    set_aliases(sim, names[0], "both--load-0-")
+    assert ask(sim.dns, "shop.cern.ch.").rcode() == dns.rcode.NXDOMAIN  # tagged, not yet synced
+
+    sim.dns.sync()
+    assert answer_values(ask(sim.dns, "shop.cern.ch.")) == ["188.184.77.7"]
+
+    sim.state.octavia.set_tags_direct(lb, ["landb-alias=both"])  # a name moving from the nodes to the tag
+    sim.dns.sync()
+    assert ask(sim.dns, "shop.cern.ch.").rcode() == dns.rcode.NXDOMAIN
+    assert sorted(answer_values(ask(sim.dns, "both.cern.ch."))) == sorted(
+        [ip_of(sim, names[0]), "188.184.77.7"]
+    )
+    assert "answers both.cern.ch from both servers' metadata and load balancer tags" in caplog.text
+
+    set_aliases(sim, names[0], "")
+    sim.dns.sync()
+    assert answer_values(ask(sim.dns, "both.cern.ch.")) == ["188.184.77.7"]
+
+
 def test_the_server_syncs_by_itself_every_period() -> None:
     state = SimulatorState()
     seed_cluster(state, ingress_nodes=1, workers=0)

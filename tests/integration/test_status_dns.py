@@ -116,3 +116,28 @@ def test_status_with_the_dns_watch_off_asks_nothing_and_says_so(world: World) ->
     _, table, _ = world.run("status")
 
     assert "DNS: not asked (LANDB_DNS_WATCH=false)" in table
+
+
+def test_status_says_what_dns_answers_for_the_names_on_load_balancers(world: World) -> None:
+    octavia, landb = world.sim.state.octavia, world.sim.dns
+    shop = octavia.add_load_balancer("kube_service_shop", "188.184.30.10", tags=["landb-alias=shop"])
+    landb.sync()  # LanDB published the shop's tag; the soon one is tagged after the sync
+    octavia.add_load_balancer("kube_service_soon", "188.184.30.20", tags=["landb-alias=soon"])
+    flags = [*world.flags(), "--dns-watch", f"--dns-resolvers={landb.address}"]
+
+    _, out, _ = world.run("status", "--output=json", flags=flags)
+    _, table, _ = world.run("status", flags=flags)
+
+    by_lb = {lb["name"]: lb["dns"] for lb in json.loads(out)["load_balancers"]}
+    assert by_lb["kube_service_shop"]["shop.cern.ch"] | {"written_at": None} == {
+        "state": "published",
+        "answer": "A 188.184.30.10",
+        "written_at": None,
+        "expected_ips": ["188.184.30.10"],
+    }
+    assert by_lb["kube_service_soon"]["soon.cern.ch"]["state"] == "pending"
+    assert (
+        f"  kube_service_shop ({shop}) 188.184.30.10: shop.cern.ch (published) (unclaimed: shop.cern.ch)"
+        in (table.splitlines())
+    )
+    assert "soon.cern.ch (pending (no such name))" in table

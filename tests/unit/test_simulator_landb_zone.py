@@ -64,3 +64,28 @@ def test_what_is_published_does_not_depend_on_the_order_servers_were_created() -
     ]
 
     assert publish(servers(*specs).servers()) == publish(servers(*reversed(specs)).servers())
+
+
+def test_a_load_balancers_alias_tag_is_an_a_record_of_its_vip_shared_with_servers_load_balanced_aliases() -> (
+    None
+):
+    state = servers(
+        ("node-a", "188.184.1.1", {"landb-alias": "web--load-1-,docs"}),
+    )
+    state.octavia.add_load_balancer("lb-1", "188.184.9.1", tags=["landb-alias=Shop", "landb-alias=web", "x"])
+    state.octavia.add_load_balancer("lb-2", "2001:db8::9", tags=["landb-alias=shop", "landb-alias=docs"])
+    state.octavia.add_load_balancer("lb-3", "188.184.9.3", tags=["landb-alias=node-a", "landb-alias=a.b"])
+
+    zone = publish(state.servers(), state.octavia.load_balancers())
+
+    assert zone.addresses["shop"] == ("188.184.9.1", "2001:db8::9")  # round robin across load balancers
+    assert zone.addresses["web"] == ("188.184.1.1", "188.184.9.1")  # and across servers and load balancers
+    assert zone.addresses["docs"] == ("2001:db8::9",)  # A records, so never also a CNAME
+    assert zone.canonical == {}
+    assert zone.shared == {"web"}
+    assert {(r.holder, r.server, r.item) for r in zone.rejected} == {
+        ("server", "node-a", "docs"),
+        ("load balancer", "lb-3", "landb-alias=node-a"),
+        ("load balancer", "lb-3", "landb-alias=a.b"),
+    }
+    assert "on load balancer lb-3" in next(r for r in zone.rejected if r.server == "lb-3").describe()

@@ -54,6 +54,8 @@ class Published:
     """IPs of nodes that carried it before and no longer do: what LanDB may still answer for a while."""
     written_at: float | None = None
     """Epoch seconds of our last write for it; None when not known (written before anyone recorded it)."""
+    load_balancers: int = 0
+    """How many of its carriers are load balancers (``landb-alias=`` tags), the rest being ingress nodes."""
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,7 @@ def describe(change: Transition) -> str:
     name, answer, published = change.name, change.after.answer, change.published
     written = published.written_at
     after_write = f", {duration(change.at - written)} after the write" if written is not None else ""
-    carriers = len(published.ips)
-    nodes = f"its {carriers} ingress node{'' if carriers == 1 else 's'}"
+    nodes = _carriers(published)
     match change.after.known:
         case State.PUBLISHED:
             return f"{name} resolves to {nodes}{after_write}"
@@ -169,6 +170,18 @@ def describe(change: Transition) -> str:
         case State.GONE:
             return f"{name} no longer resolves{after_write.replace('write', 'removal')}"
     return f"{name}: {change.after.state}"
+
+
+def _carriers(published: Published) -> str:
+    """``its 3 ingress nodes``, ``its load balancer``: one address per node, any number per load balancer."""
+    lbs = published.load_balancers
+    if not lbs:
+        return f"its {_counted(len(published.ips), 'ingress node')}"
+    return f"its {'load balancer' if lbs == 1 else _counted(lbs, 'load balancer')}"
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def answered(answer: Answer) -> str:

@@ -275,17 +275,25 @@ STATUS_CONCURRENCY = 8
 
 
 def published_in(status: ClusterStatus, stored: PublicationLog) -> dict[str, Published]:
-    """What each name of ``status`` should resolve to: the IPs of every node holding it (LanDB publishes
-    each holder), with the write time and former carriers stored by the webhook."""
+    """What each name of ``status`` should resolve to: the IPs of every node holding it and the addresses
+    of every load balancer whose tags hold it (LanDB publishes each holder), with the write time and
+    former carriers stored by the webhook."""
     ips_by_node = {node.name: node.internal_ips for node in status.nodes}
+    expected: dict[str, set[str]] = {}
+    for name in status.names:
+        expected.setdefault(name.dns_name, set()).update(
+            ip for h in name.holdings for ip in ips_by_node.get(h.node, ())
+        )
+    for lb in status.load_balancers:
+        for dns_name in lb.names:
+            expected.setdefault(dns_name, set()).update(lb.addresses)
     known = stored.published()
     found = {}
-    for name in status.names:
-        ips = frozenset(ip for h in name.holdings for ip in ips_by_node.get(h.node, ()))
+    for dns_name, ips in sorted(expected.items()):
         if not ips:
             continue  # a plain alias only: LanDB answers it with a CNAME, which is not ours to judge
-        entry = known.get(name.dns_name, Published(frozenset()))
-        found[name.dns_name] = Published(ips, entry.former - ips, entry.written_at)
+        entry = known.get(dns_name, Published(frozenset()))
+        found[dns_name] = Published(frozenset(ips), entry.former - ips, entry.written_at)
     return found
 
 

@@ -95,8 +95,17 @@ class TagOutcome:
     held_back: tuple[TagWrite, ...] = ()
     """Break writes not sent because an addition of the same name, somewhere, did not land."""
     abandoned: WriterLeaseLost | None = None
-    written: tuple[str, ...] = ()
-    """The load balancers whose write landed (in a dry run: would have been sent)."""
+    landed: tuple[TagWrite, ...] = ()
+    """The writes that landed (in a dry run: would have been sent)."""
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The load balancers whose write landed."""
+        return tuple(write.load_balancer_id for write in self.landed)
+
+    def landed_labels(self) -> set[str]:
+        """Names a landed write added or removed: what DNS should now answer for them changed."""
+        return {label for write in self.landed for label in (*write.add, *write.remove)}
 
     def failed_labels(self) -> set[str]:
         """Names whose change did not fully land: their claims must stay."""
@@ -113,7 +122,7 @@ class TagOutcome:
             failures=(*self.failures, *later.failures),
             held_back=(*self.held_back, *later.held_back),
             abandoned=self.abandoned or later.abandoned,
-            written=(*self.written, *later.written),
+            landed=(*self.landed, *later.landed),
         )
 
     def problems(self, named: Callable[[Iterable[str]], list[str]]) -> list[str]:
@@ -193,6 +202,21 @@ class LoadBalancerPath:
 
     # -- Records and AdjustEndpoints -------------------------------------------------------
 
+    def carried(
+        self, by_servers: Mapping[str, Iterable[str]], lbs: LoadBalancers
+    ) -> dict[str, tuple[str, ...]]:
+        """What DNS should answer per name (DNS name -> IPs): the servers' carriers, with each tagged name's
+        load balancer addresses merged in, as Records reports them (what the DNS watcher follows)."""
+        merged = {name: tuple(ips) for name, ips in by_servers.items()}
+        for label, lb_ids in lbs.carriers().items():
+            name = dns_name_for(label, self._domain)
+            merged[name] = sorted_ips((*merged.get(name, ()), *lbs.addresses_of(lb_ids)))
+        return merged
+
+    def tagged(self, lbs: LoadBalancers) -> dict[str, int]:
+        """DNS name -> how many load balancers' tags carry it."""
+        return {dns_name_for(label, self._domain): len(ids) for label, ids in lbs.carriers().items()}
+
     def records(
         self, aliases: Sequence[Endpoint], lbs: LoadBalancers, *, unowned: Set[str], hidden: Set[str]
     ) -> list[Endpoint]:
@@ -262,7 +286,7 @@ class LoadBalancerPath:
             for write in writes:
                 self._metrics.load_balancer_tag_writes_total.labels(result="dry_run").inc()
                 log.info("dry run: load balancer tags not written", **_context(phase, write, lbs))
-            return TagOutcome(written=tuple(write.load_balancer_id for write in writes))
+            return TagOutcome(landed=tuple(writes))
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-lb-{phase}") as pool:
             results = list(
                 pool.map(
@@ -271,7 +295,7 @@ class LoadBalancerPath:
                 )
             )
         failures: list[tuple[TagWrite, str]] = []
-        written: list[str] = []
+        landed: list[TagWrite] = []
         abandoned: WriterLeaseLost | None = None
         for write, error in zip(writes, results, strict=True):
             if isinstance(error, WriterLeaseLost):
@@ -282,7 +306,7 @@ class LoadBalancerPath:
             ).inc()
             if error is None:
                 log.info("load balancer tags written", **_context(phase, write, lbs))
-                written.append(write.load_balancer_id)
+                landed.append(write)
                 continue
             self._metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
             log.error(
@@ -298,7 +322,7 @@ class LoadBalancerPath:
                 phase=phase,
                 reason=str(abandoned),
             )
-        return TagOutcome(failures=tuple(failures), abandoned=abandoned, written=tuple(written))
+        return TagOutcome(failures=tuple(failures), abandoned=abandoned, landed=tuple(landed))
 
     def _send(self, write: TagWrite, fence: WriteFence) -> UpstreamError | WriterLeaseLost | None:
         store = self._store

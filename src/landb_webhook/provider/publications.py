@@ -1,12 +1,13 @@
 """What the cluster publishes per name, and when we last wrote it: what the DNS watcher compares DNS with.
 
-Records reports every alias with its carriers' IPs; ApplyChanges says which names it wrote. A name whose
-carriers change without a write of ours (another replica wrote, a node left) counts as written when
-Records first sees the change. The write times and former carriers are kept in the webhook's state
-ConfigMap (``STATE_KEY``), stored by the apply that wrote them, so a restart or another replica knows how
-long a name has been waiting for LanDB. Bounded: one entry per name the nodes carry, plus removed names
-until DNS has dropped them or ``retention`` has passed since their removal. Thread-safe: the provider
-writes, the watcher reads.
+Records reports every alias with its carriers' IPs (ingress nodes, and the addresses of the load
+balancers whose ``landb-alias=`` tags hold it); ApplyChanges says which names it wrote, on servers or
+tags. A name whose carriers change without a write of ours (another replica wrote, a node left) counts
+as written when Records first sees the change. The write times and former carriers are kept in the
+webhook's state ConfigMap (``STATE_KEY``), stored by the apply that wrote them, so a restart or another
+replica knows how long a name has been waiting for LanDB. Bounded: one entry per name the nodes or load
+balancers carry, plus removed names until DNS has dropped them or ``retention`` has passed since their
+removal. Thread-safe: the provider writes, the watcher reads.
 """
 
 from __future__ import annotations
@@ -48,11 +49,17 @@ class PublicationLog:
     _dropped: dict[str, float | None] = field(default_factory=dict)
     """Removed names forgotten (DNS dropped them, or the retention passed), with their write time: a state
     stored before is not to bring them back. Kept while the stored state still holds them."""
+    _tagged: dict[str, int] = field(default_factory=dict)
+    """DNS name -> how many load balancers' tags carry it, at the last report (for log lines)."""
     _lock: Lock = field(default_factory=Lock)
 
-    def reported(self, carried: Mapping[str, Iterable[str]], now: float) -> None:
-        """What Records found: every alias the nodes carry (DNS name -> the carriers' IPs)."""
+    def reported(
+        self, carried: Mapping[str, Iterable[str]], now: float, tagged: Mapping[str, int] | None = None
+    ) -> None:
+        """What Records found: every alias the nodes or load balancers carry (DNS name -> the carriers'
+        IPs); ``tagged``: DNS name -> how many load balancers' tags carry it."""
         with self._lock:
+            self._tagged = dict(tagged or {})
             entries, seen_before = self._entries, self._reported_once
             self._reported_once = True
             current = {name: frozenset(ips) for name, ips in carried.items()}
@@ -101,7 +108,7 @@ class PublicationLog:
         """Every name whose carriers are known, removed ones included (with no IPs)."""
         with self._lock:
             return {
-                name: Published(entry.ips, entry.former, entry.written_at)
+                name: Published(entry.ips, entry.former, entry.written_at, self._tagged.get(name, 0))
                 for name, entry in self._entries.items()
                 if not entry.awaiting_report
             }
@@ -137,8 +144,14 @@ class PublicationLog:
                     )
 
 
+class _TagOutcome(Protocol):
+    def landed_labels(self) -> set[str]: ...
+
+
 class _Outcome(Protocol):
     def failed_labels(self) -> set[str]: ...
+    @property
+    def tags(self) -> _TagOutcome: ...
 
 
 class _Options(Protocol):
@@ -149,10 +162,12 @@ class _Options(Protocol):
 
 
 def landed(plan: Plan, outcome: _Outcome, options: _Options) -> set[str]:
-    """The DNS names whose carriers an apply changed (every write for them landed; none in a dry run)."""
+    """The DNS names whose carriers an apply changed, on servers or load balancers' tags (every write for
+    them landed; none in a dry run)."""
     if options.dry_run:
         return set()
     labels = {token.label for server in plan.servers for token in (*server.added, *server.removed)}
+    labels |= outcome.tags.landed_labels()
     return {dns_name_for(label, options.dns_domain) for label in labels - outcome.failed_labels()}
 
 

@@ -54,9 +54,9 @@ class RecordsView:
         for node in inventory.unresolved_nodes():
             context.warn_once(node, "no Nova server found for this node; its aliases are not seen")
         found = inventory.carriers()
-        carried = {context.dns_name(label): inventory.ips_of(ids) for label, ids in found.items()}
-        context.published.reported(carried, context.clock())
         lbs = self._lbs.fresh()
+        carried = {context.dns_name(label): inventory.ips_of(ids) for label, ids in found.items()}
+        context.published.reported(self._lbs.carried(carried, lbs), context.clock(), self._lbs.tagged(lbs))
         self._report_health(inventory)
         claims = self._claims.without_orphaned(self._ownership.records(), {**lbs.carriers(), **found})
         hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(

@@ -1,10 +1,10 @@
 """The simulated LanDB's DNS side: an authoritative server for ``cern.ch`` on loopback, UDP and TCP.
 
 LanDB does not publish a metadata write at once: it syncs about every 15 minutes. So does this server.
-Every ``sync_period`` it takes a snapshot of the simulated Nova servers (landb_zone.publish) and answers
-from that snapshot until the next one; ``sync()`` takes one at once, so tests and the demo never wait
-for a period to pass. The wire protocol is real (dnspython encodes and decodes the messages), so any
-resolver or ``dig @127.0.0.1 -p PORT`` can ask it.
+Every ``sync_period`` it takes a snapshot of the simulated Nova servers' metadata and the Octavia load
+balancers' tags (landb_zone.publish) and answers from that snapshot until the next one; ``sync()`` takes
+one at once, so tests and the demo never wait for a period to pass. The wire protocol is real (dnspython
+encodes and decodes the messages), so any resolver or ``dig @127.0.0.1 -p PORT`` can ask it.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class LandbDnsServer:
 
     def sync(self) -> PublishedZone:
         """Take the snapshot now, as LanDB's next sync would, and answer from it from now on."""
-        published = publish(self.state.servers())
+        published = publish(self.state.servers(), self.state.octavia.load_balancers())
         with self._synced:
             previous, self._published = self._published, published
             self._syncs += 1
@@ -341,6 +341,13 @@ def _log_changes(number: int, previous: PublishedZone, published: PublishedZone)
             log.log(level, "simulated LanDB sync %d: %s.%s withdrawn (was %s)", number, name, ZONE, before)
         else:
             log.log(level, "simulated LanDB sync %d: %s.%s now answers %s", number, name, ZONE, after)
+    for name in sorted(published.shared - previous.shared):
+        log.warning(
+            "simulated LanDB answers %s.%s from both servers' metadata and load balancer tags: "
+            "round robin across all of them",
+            name,
+            ZONE,
+        )
     known: set[Rejection] = set(previous.rejected)
     for rejection in published.rejected:
         if rejection not in known:

@@ -1,4 +1,5 @@
-"""What the simulated LanDB publishes in ``cern.ch`` from the servers' ``landb-alias*`` metadata.
+"""What the simulated LanDB publishes in ``cern.ch`` from the servers' ``landb-alias*`` metadata and the
+load balancers' ``landb-alias=<name>`` tags.
 
 Read independently of the webhook's own parser, from the published rules (docs/landb-nova-facts.md), so
 a test of the webhook checks it against LanDB's reading, not against itself:
@@ -8,13 +9,18 @@ a test of the webhook checks it against LanDB's reading, not against itself:
 - ``alias--load-N-`` (suffix case-insensitive) gives an A record (AAAA for an IPv6 address) for ``alias``
   with the address of the interface that carries it; several servers give round-robin records;
 - a plain ``alias`` gives a CNAME to the carrying interface's host name;
-- every server with an address is published under its own name (the device's host name).
+- every server with an address is published under its own name (the device's host name);
+- a load balancer's ``landb-alias=<name>`` tag gives an A record (AAAA for IPv6) for ``name`` with its
+  VIP (LanDB names the VIP's device), one tag per name; several load balancers give round-robin records.
 
 Where the documents are silent the simulator decides, and names what it ignored (``Rejection``): the
 first server by name keeps an ``alias--load-N-`` that another server also holds (N is unique across
 LanDB), and a plain alias that another server also holds; a name with load-balanced carriers is never
 also a CNAME; an alias never shadows a device name; an interface other than the server's own host name carries
-nothing (a simulated server has one).
+nothing (a simulated server has one). A name both servers (``alias--load-N-``) and load balancers' tags
+publish is answered with all their addresses, round robin, as the webhook's Records reports it (``shared``,
+said once): so a name moving from ingress nodes to a load balancer answers both while both hold it, and a
+load balancer's tag, being A records, takes a name from a plain alias as ``alias--load-N-`` does.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from landb_simulator.octavia_store import LoadBalancerInfo
 from landb_simulator.state import ServerInfo
 
 ZONE = "cern.ch"
 ALIAS_KEY_PREFIX = "landb-alias"
+ALIAS_TAG_PREFIX = "landb-alias="
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOAD_BALANCED = re.compile(r"^(?P<alias>.+?)--load-(?P<index>[0-9]+)-$", re.IGNORECASE)
@@ -38,11 +46,13 @@ class Rejection:
     """An alias the simulated LanDB does not publish, and why (logged once by the DNS server)."""
 
     server: str
+    """The server's name, or the load balancer's for a tag (``holder``)."""
     item: str
     reason: str
+    holder: str = "server"
 
     def describe(self) -> str:
-        return f"simulated LanDB ignores {self.item!r} on server {self.server}: {self.reason}"
+        return f"simulated LanDB ignores {self.item!r} on {self.holder} {self.server}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,9 @@ class PublishedZone:
     hosts: frozenset[str] = frozenset()
     """The names in ``addresses`` that are devices' own host names, not aliases."""
     rejected: tuple[Rejection, ...] = ()
+    shared: frozenset[str] = frozenset()
+    """Names both servers' ``alias--load-N-`` metadata and load balancers' tags publish: round robin across
+    all of them (the simulator's choice, said once by the DNS server)."""
 
     def describe(self, name: str) -> str | None:
         """``A 188.184.1.1, 188.184.1.2`` or ``CNAME node-0.cern.ch``; None when the name is not published."""
@@ -77,8 +90,8 @@ class _Claim:
     """N of ``alias--load-N-``; None for a plain alias."""
 
 
-def publish(servers: Iterable[ServerInfo]) -> PublishedZone:
-    """The zone LanDB would publish for ``servers`` as they are now."""
+def publish(servers: Iterable[ServerInfo], load_balancers: Iterable[LoadBalancerInfo] = ()) -> PublishedZone:
+    """The zone LanDB would publish for ``servers`` and ``load_balancers`` as they are now."""
     ordered = sorted(servers, key=lambda server: (server.name, server.id))
     devices: dict[str, list[str]] = {}
     for server in ordered:
@@ -94,10 +107,18 @@ def publish(servers: Iterable[ServerInfo]) -> PublishedZone:
             else:
                 claims.append(claim_or_rejection)
 
+    tagged: dict[str, set[str]] = {}
+    for lb, item, alias in _read_tags(load_balancers):
+        refused = _tag_refused(alias, devices)
+        if refused is not None:
+            rejected.append(Rejection(lb.name or lb.id, item, refused, holder="load balancer"))
+        else:
+            tagged.setdefault(alias, set()).add(lb.vip_address)
+
     addresses = {name: set(ips) for name, ips in devices.items()}
     canonical: dict[str, str] = {}
     holders: dict[tuple[str, int | None], str] = {}
-    load_balanced = {claim.alias for claim in claims if claim.index is not None}
+    load_balanced = {claim.alias for claim in claims if claim.index is not None} | tagged.keys()
     for claim in claims:
         if claim.alias in devices:
             rejected.append(Rejection(claim.server, claim.item, f"{claim.alias} is a device's host name"))
@@ -114,12 +135,32 @@ def publish(servers: Iterable[ServerInfo]) -> PublishedZone:
             canonical[claim.alias] = claim.interface
         else:
             addresses.setdefault(claim.alias, set()).add(claim.address)
+    shared = frozenset(tagged.keys() & addresses.keys())
+    for alias, vips in tagged.items():
+        addresses.setdefault(alias, set()).update(vips)
     return PublishedZone(
         addresses={name: tuple(sorted(ips, key=_address_order)) for name, ips in addresses.items()},
         canonical=canonical,
         hosts=frozenset(devices),
         rejected=tuple(rejected),
+        shared=shared,
     )
+
+
+def _read_tags(load_balancers: Iterable[LoadBalancerInfo]) -> Iterable[tuple[LoadBalancerInfo, str, str]]:
+    """Each ``landb-alias=`` tag as (load balancer, tag, alias), the load balancers by name."""
+    for lb in sorted(load_balancers, key=lambda lb: (lb.name, lb.id)):
+        for tag in lb.tags:
+            if tag.startswith(ALIAS_TAG_PREFIX):
+                yield lb, tag, tag[len(ALIAS_TAG_PREFIX) :].lower()
+
+
+def _tag_refused(alias: str, devices: Mapping[str, object]) -> str | None:
+    if not _LABEL.match(alias):
+        return "not a bare name (one DNS label of [a-z0-9-], at most 63 characters)"
+    if alias in devices:
+        return f"{alias} is a device's host name"
+    return None
 
 
 def _address_order(ip: str) -> tuple[int, ipaddress.IPv4Address | ipaddress.IPv6Address]:
