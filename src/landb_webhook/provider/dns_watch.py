@@ -38,7 +38,7 @@ from landb_webhook.provider.status import ClusterStatus
 log = structlog.get_logger(__name__)
 
 LOOK_AGAIN = 15.0
-"""Seconds the watcher sleeps at most: how late it may notice a name written or first reported."""
+"""Seconds the watcher sleeps at most when nothing wakes it (a report that changes what is published does)."""
 CONFLICT_HINT = (
     "LanDB answers the name for another device or as a plain alias (CNAME): find who holds it in LanDB, "
     "or pick another name"
@@ -115,6 +115,9 @@ class DnsWatch:
         self._lock = threading.Lock()
         self._resolver_failing = False
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        """Set by a report that changed what is published (or by stop): the next step runs at once."""
+        published.on_change(self._wake.set)
         self._thread: threading.Thread | None = None
         if metrics is not None:
             metrics.dns_oldest_pending_seconds.set_function(self.oldest_pending_age)
@@ -166,12 +169,17 @@ class DnsWatch:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
     def _run(self) -> None:
         delay = 0.0
-        while not self._stop.wait(delay):
+        while True:
+            self._wake.wait(delay)
+            self._wake.clear()  # a report arriving from here on wakes the next wait: none is lost
+            if self._stop.is_set():
+                return
             try:
                 delay = self.step()
             except Exception:  # the watcher must outlive any surprise; it says so and goes on
@@ -200,7 +208,8 @@ class DnsWatch:
         return now - found.checked_at >= self._options.recheck_period
 
     def _until_next(self, now: float) -> float:
-        """Until the next name is due; at most ``LOOK_AGAIN``, so a name written meanwhile waits no longer."""
+        """Until the next name is due; at most ``LOOK_AGAIN`` (a report that changes what is published wakes
+        the watch sooner)."""
         with self._lock:
             checked = [w.checked_at for w in self._watched.values() if w.checked_at is not None]
         next_due = min(checked, default=now + LOOK_AGAIN) + self._options.recheck_period

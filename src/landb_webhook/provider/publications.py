@@ -13,7 +13,7 @@ removal. Thread-safe: the provider writes, the watcher reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from threading import Lock
 from typing import Protocol
@@ -52,6 +52,12 @@ class PublicationLog:
     _tagged: dict[str, int] = field(default_factory=dict)
     """DNS name -> how many load balancers' tags carry it, at the last report (for log lines)."""
     _lock: Lock = field(default_factory=Lock)
+    _listeners: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """``listener()`` is called (outside the lock) when a report makes a name new, moved or removed, or
+        makes a written name's carriers known: the DNS watch asks about it then, not at its next round."""
+        self._listeners.append(listener)
 
     def reported(
         self, carried: Mapping[str, Iterable[str]], now: float, tagged: Mapping[str, int] | None = None
@@ -59,6 +65,7 @@ class PublicationLog:
         """What Records found: every alias the nodes or load balancers carry (DNS name -> the carriers'
         IPs); ``tagged``: DNS name -> how many load balancers' tags carry it."""
         with self._lock:
+            before = dict(self._entries)
             self._tagged = dict(tagged or {})
             entries, seen_before = self._entries, self._reported_once
             self._reported_once = True
@@ -82,6 +89,10 @@ class PublicationLog:
                     self._dropped[name] = entries.pop(name).written_at
                 elif found.awaiting_report:
                     entries[name] = replace(found, awaiting_report=False)
+            changed = entries != before
+        if changed:
+            for listener in self._listeners:
+                listener()
 
     def written(self, names: Iterable[str], now: float) -> None:
         """ApplyChanges changed the carriers of these names (DNS names) at ``now``."""
