@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from landb_webhook.landb.propagation import Addresses, Answer, NoName
+from landb_webhook.landb.propagation import Addresses, Answer, NoName, State
 from landb_webhook.provider.dns_watch import LOOK_AGAIN, DnsWatch, WatchOptions
 from landb_webhook.provider.publications import PublicationLog
 
@@ -54,3 +54,18 @@ def test_a_report_that_changes_nothing_does_not_wake_it() -> None:
     assert len(woken) == 1
     published.reported({"app.cern.ch": ["188.184.0.1", "188.184.0.2"]}, now=3.0)
     assert len(woken) == 2
+
+
+def test_a_name_written_and_not_reported_yet_is_not_forgotten_meanwhile() -> None:
+    """Between ApplyChanges and the next Records the name's carriers are not known: the watch keeps what it
+    judged (the demo's walk read the name's disappearance from the gauges as ``gone``)."""
+    published = PublicationLog()
+    published.reported({"app.cern.ch": ["188.184.0.1"]}, now=1.0)
+    watch = DnsWatch(published, Resolver(awaited="other.cern.ch"), WatchOptions(), clock=lambda: 1.0)
+    watch.step()
+    assert watch.judgements()["app.cern.ch"].state is State.PUBLISHED
+
+    published.written(["app.cern.ch"], now=2.0)  # taken off the nodes; Records has not reported it yet
+    watch.step()
+
+    assert watch.judgements()["app.cern.ch"].state is State.PUBLISHED

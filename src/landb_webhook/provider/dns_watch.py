@@ -129,8 +129,9 @@ class DnsWatch:
         the next is due or the budget allows one more (at most one recheck period)."""
         now = self._clock()
         published = self._published.published()
+        known = self._published.known()
         with self._lock:
-            for name in self._watched.keys() - published.keys():
+            for name in self._watched.keys() - known:  # gone for good (forgotten), not just rewritten
                 del self._watched[name]
             due = self._due(published, now)
         checked = 0

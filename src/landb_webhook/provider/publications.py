@@ -124,6 +124,12 @@ class PublicationLog:
                 if not entry.awaiting_report
             }
 
+    def known(self) -> set[str]:
+        """Every name in the log, those written and not reported yet included: a name being rewritten is
+        not forgotten meanwhile."""
+        with self._lock:
+            return set(self._entries)
+
     def written_at(self, name: str) -> float | None:
         with self._lock:
             found = self._entries.get(name)
