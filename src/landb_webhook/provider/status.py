@@ -194,60 +194,207 @@ def analyse(
     health: HealthPolicy = DEFAULT_HEALTH,
 ) -> ClusterStatus:
     """The status of every alias LanDB publishes for the cluster's nodes, and what needs a human."""
-    nodes = tuple(
-        NodeStatus(
-            node.name,
-            server.id if (server := inventory.servers.get(node.name)) else None,
-            server.name if server else None,
-            node.is_ingress,
-            node.ready,
-            node.deleting,
-            node.unschedulable,
-            node.internal_ips,
-            _health_problems(node, health),
+    return StatusAnalysis(domain=domain, health=health).analyse(inventory, claims, quota=quota)
+
+
+@dataclass(frozen=True)
+class _ServerPart:
+    """What one server adds to the analysis, kept while its node and its metadata stay the same."""
+
+    node: Node
+    server_id: str
+    metadata: Mapping[str, str]
+    holdings: Mapping[str, list[Holding]]
+    """label -> its holdings on this server, by N then key."""
+    plain: frozenset[str]
+    frozen_forms: tuple[FrozenForm, ...]
+
+    def labels(self) -> set[str]:
+        return self.holdings.keys() | self.plain
+
+    def labels_changed_since(self, before: _ServerPart | None) -> set[str]:
+        """The names whose holdings or plain alias here differ from ``before``: a write changes a few."""
+        if before is None:
+            return self.labels()
+        held, held_before = self.holdings, before.holdings
+        return {
+            label for label in held.keys() | held_before.keys() if held.get(label) != held_before.get(label)
+        } | (self.plain ^ before.plain)
+
+
+class StatusAnalysis:
+    """``analyse``, kept from one call to the next: a call analyses again only the servers whose node or
+    metadata changed and the names they hold or held (every name when the claims changed). Records
+    analyses the cluster after each write, and one Holding per token of 500 servers cost seconds of CPU
+    for one server's change."""
+
+    def __init__(self, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH) -> None:
+        self.domain = domain
+        self.health = health
+        self._parts: dict[str, _ServerPart] = {}
+        """node name -> what its server adds."""
+        self._holdings: dict[str, dict[str, list[Holding]]] = defaultdict(dict)
+        """label -> node name -> its holdings there."""
+        self._plain: dict[str, set[str]] = defaultdict(set)
+        """label -> the nodes holding it as a plain alias."""
+        self._names: dict[str, tuple[NameStatus, tuple[DuplicateIndex, ...]]] = {}
+        self._claims: list[Endpoint] | None = None
+        self._owners: dict[str, set[str | None]] = {}
+        self._resources: dict[str, set[str]] = {}
+        self.servers_analysed = 0
+        """How many servers' aliases were read into holdings so far (the work, counted)."""
+        self.names_analysed = 0
+
+    def analyse(
+        self, inventory: Inventory, claims: Iterable[Endpoint], *, quota: int | None = None
+    ) -> ClusterStatus:
+        changed = self._take_servers(inventory)
+        claims = list(claims)
+        if claims != self._claims:
+            self._claims = claims
+            self._owners = _owners_by_name(claims)
+            self._resources = _resources_by_name(claims)
+            changed |= self._names.keys()
+        for label in changed:
+            self._analyse_name(label)
+        labels = sorted(self._names)
+        by_node = sorted(inventory.nodes, key=lambda n: n.name)
+        parts = [part for node in by_node if (part := self._parts.get(node.name)) is not None]
+        return ClusterStatus(
+            nodes=tuple(
+                NodeStatus(
+                    node.name,
+                    server.id if (server := inventory.servers.get(node.name)) else None,
+                    server.name if server else None,
+                    node.is_ingress,
+                    node.ready,
+                    node.deleting,
+                    node.unschedulable,
+                    node.internal_ips,
+                    _health_problems(node, self.health),
+                )
+                for node in by_node
+            ),
+            names=tuple(self._names[label][0] for label in labels),
+            quota=quota,
+            servers_near_quota=_near_quota(inventory, quota),
+            nodes_without_server=tuple(inventory.unresolved_nodes()),
+            non_ingress_holdings=tuple(
+                sorted(
+                    (
+                        h
+                        for part in parts
+                        if not part.node.is_ingress
+                        for hs in part.holdings.values()
+                        for h in hs
+                    ),
+                    key=lambda h: (h.label, h.node, h.index, h.key),
+                )
+            ),
+            duplicate_indices=tuple(d for label in labels for d in self._names[label][1]),
+            frozen_forms=tuple(form for part in parts for form in part.frozen_forms),
+            departed_servers=tuple(
+                DepartedServer(
+                    gone.node_name,
+                    server.id,
+                    server.name,
+                    tuple(text for _, text, _ in read_aliases(server.metadata).editable_tokens()),
+                )
+                for gone, server in inventory.departed
+            ),
         )
-        for node in sorted(inventory.nodes, key=lambda n: n.name)
-    )
-    holdings = _holdings(inventory, health)
-    claims = list(claims)
-    owners = _owners_by_name(claims)
-    resources = _resources_by_name(claims)
-    by_label: dict[str, list[Holding]] = defaultdict(list)
-    for holding in holdings:
-        by_label[holding.label].append(holding)
-    duplicates = tuple(d for label in sorted(by_label) for d in _duplicates(label, by_label[label]))
-    plain = _plain_nodes(inventory)
-    names = tuple(
-        _name_status(
-            label,
-            by_label.get(label, []),
-            plain.get(label, []),
-            owners=owners,
-            resources=resources,
-            duplicates=duplicates,
-            domain=domain,
-        )
-        for label in sorted(by_label.keys() | plain.keys())
-    )
-    return ClusterStatus(
-        nodes=nodes,
-        names=names,
-        quota=quota,
-        servers_near_quota=_near_quota(inventory, quota),
-        nodes_without_server=tuple(inventory.unresolved_nodes()),
-        non_ingress_holdings=tuple(h for h in holdings if not h.ingress),
-        duplicate_indices=duplicates,
-        frozen_forms=_frozen_forms(inventory),
-        departed_servers=tuple(
-            DepartedServer(
-                gone.node_name,
-                server.id,
-                server.name,
-                tuple(text for _, text, _ in read_aliases(server.metadata).editable_tokens()),
+
+    def _take_servers(self, inventory: Inventory) -> set[str]:
+        """Bring the servers' parts up to date; the labels whose holdings may have changed."""
+        changed: set[str] = set()
+        seen: set[str] = set()
+        for node in inventory.nodes:
+            if (server := inventory.servers.get(node.name)) is None:
+                continue
+            seen.add(node.name)
+            part = self._parts.get(node.name)
+            if (
+                part is not None
+                and part.node == node
+                and part.server_id == server.id
+                and part.metadata == server.metadata
+            ):
+                continue
+            before = part
+            if before is not None:
+                self._forget(before)
+            part = self._server_part(node, server.id, dict(server.metadata))
+            self._parts[node.name] = part
+            for label, held in part.holdings.items():
+                self._holdings[label][node.name] = held
+            for label in part.plain:
+                self._plain[label].add(node.name)
+            changed |= part.labels_changed_since(before)
+        for name in self._parts.keys() - seen:
+            changed |= self._forget(self._parts.pop(name))
+        return changed
+
+    def _forget(self, part: _ServerPart) -> set[str]:
+        for label in part.holdings:
+            del self._holdings[label][part.node.name]
+        for label in part.plain:
+            self._plain[label].discard(part.node.name)
+        return part.labels()
+
+    def _server_part(self, node: Node, server_id: str, metadata: Mapping[str, str]) -> _ServerPart:
+        self.servers_analysed += 1
+        aliases = read_aliases(metadata)
+        keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
+        keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
+        serving = node.ready and not node.deleting
+        unhealthy = _health_problems(node, self.health)
+        holdings: dict[str, list[Holding]] = defaultdict(list)
+        for key, frozen, token in sorted(keyed, key=lambda k: (k[2].label, k[2].index, k[0])):
+            holdings[token.label].append(
+                Holding(
+                    token.label,
+                    token.index,
+                    node.name,
+                    server_id,
+                    key,
+                    frozen,
+                    node.is_ingress,
+                    serving,
+                    unhealthy,
+                )
             )
-            for gone, server in inventory.departed
-        ),
-    )
+        return _ServerPart(
+            node,
+            server_id,
+            metadata,
+            dict(holdings),
+            frozenset(label for label, _ in aliases.plain_aliases()),
+            tuple(
+                FrozenForm(node.name, server_id, key, value) for key, value in sorted(aliases.frozen.items())
+            ),
+        )
+
+    def _analyse_name(self, label: str) -> None:
+        by_node = self._holdings.get(label, {})
+        holdings = [h for node in sorted(by_node) for h in by_node[node]]
+        plain = sorted(self._plain.get(label, ()))
+        if not holdings and not plain:
+            self._names.pop(label, None)
+            self._holdings.pop(label, None)
+            self._plain.pop(label, None)
+            return
+        self.names_analysed += 1
+        duplicates = _duplicates(label, holdings)
+        status = _name_status(
+            label,
+            holdings,
+            plain,
+            owners=self._owners,
+            resources=self._resources,
+            duplicates=duplicates,
+            domain=self.domain,
+        )
+        self._names[label] = (status, tuple(duplicates))
 
 
 def read_status(
@@ -282,44 +429,6 @@ def read_status(
 def _health_problems(node: Node, health: HealthPolicy) -> tuple[str, ...]:
     """The carrier rule's reasons, whatever the grace period (the time does not change them)."""
     return judge(node, health, now=0.0).problems if node.is_ingress else ()
-
-
-def _holdings(inventory: Inventory, health: HealthPolicy) -> list[Holding]:
-    found: list[Holding] = []
-    for node in sorted(inventory.nodes, key=lambda n: n.name):
-        server = inventory.servers.get(node.name)
-        if server is None:
-            continue
-        aliases = read_aliases(server.metadata)
-        keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
-        keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
-        serving = node.ready and not node.deleting
-        unhealthy = _health_problems(node, health)
-        found += [
-            Holding(
-                token.label,
-                token.index,
-                node.name,
-                server.id,
-                key,
-                frozen,
-                node.is_ingress,
-                serving,
-                unhealthy,
-            )
-            for key, frozen, token in keyed
-        ]
-    return sorted(found, key=lambda h: (h.label, h.node, h.index, h.key))
-
-
-def _plain_nodes(inventory: Inventory) -> dict[str, list[str]]:
-    """label -> the nodes whose server holds it as a plain (CNAME) alias."""
-    found: dict[str, list[str]] = defaultdict(list)
-    for node in sorted(inventory.nodes, key=lambda n: n.name):
-        if (server := inventory.servers.get(node.name)) is not None:
-            for label in sorted({label for label, _ in read_aliases(server.metadata).plain_aliases()}):
-                found[label].append(node.name)
-    return found
 
 
 def _owners_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str | None]]:
@@ -404,13 +513,4 @@ def _near_quota(inventory: Inventory, quota: int | None) -> tuple[KeyQuotaUse, .
         for node in sorted(inventory.nodes, key=lambda n: n.name)
         if (server := inventory.servers.get(node.name)) is not None
         and len(server.metadata) > QUOTA_WARNING_RATIO * quota
-    )
-
-
-def _frozen_forms(inventory: Inventory) -> tuple[FrozenForm, ...]:
-    return tuple(
-        FrozenForm(node.name, server.id, key, value)
-        for node in sorted(inventory.nodes, key=lambda n: n.name)
-        if (server := inventory.servers.get(node.name)) is not None
-        for key, value in sorted(read_aliases(server.metadata).frozen.items())
     )
