@@ -14,6 +14,7 @@ import argparse
 import datetime
 import itertools
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from bench.report import cell_table
 from bench.run import RESULTS, _bytecode_like_a_deployment
 from bench.scenarios import EVENTS, Config
 from bench.strategies import OURS
+from bench.worker import PROFILE_DIR
 
 SIZES = (Config(30, 5000, 300), Config(150, 5000, 300), Config(300, 5000, 1000), Config(500, 10000, 1000))
 SLOPE_TARGET = 1.1
@@ -200,7 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0, help="added to every request (default 50)")
     parser.add_argument("--write-concurrency", type=int, default=4, help="the provider's (default 4)")
     parser.add_argument("--output", type=Path, default=RESULTS / "scale.md")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="write each measured call's cProfile to DIR (slows them: do not compare its times)",
+    )
     args = parser.parse_args(argv)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        os.environ[PROFILE_DIR] = str(args.profile.resolve())  # the worker processes inherit it
 
     configs = (
         tuple(Config(*(int(n) for n in text.split(","))) for text in args.config) if args.config else SIZES

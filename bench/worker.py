@@ -8,7 +8,9 @@ and peak RSS during the call (Linux ``clear_refs``: the high-water mark is reset
 
 from __future__ import annotations
 
+import cProfile
 import io
+import itertools
 import os
 import resource
 import time
@@ -26,6 +28,10 @@ from landb_webhook.webhook import wire
 T = TypeVar("T")
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"
+PROFILE_DIR = "LANDB_BENCH_PROFILE"
+"""Set to a directory: each measured call's profile (this thread's, cProfile) is written there as
+``<n>-<command>.prof``, for ``python -m pstats`` or snakeviz. It slows the calls it profiles."""
+_calls = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -69,14 +75,18 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measured(call: Callable[[], T]) -> tuple[T, Timing]:
+def measured(command: str, call: Callable[[], T]) -> tuple[T, Timing]:
     _reset_peak()
     lines = _LineCounter.lines
+    profile_dir = os.environ.get(PROFILE_DIR)
+    profiler = cProfile.Profile() if profile_dir else None
     wall, cpu = time.perf_counter(), time.process_time()
-    result = call()
+    result = call() if profiler is None else profiler.runcall(call)
     timing = Timing(
         time.perf_counter() - wall, time.process_time() - cpu, _peak_rss_mb(), _LineCounter.lines - lines
     )
+    if profiler is not None and profile_dir:
+        profiler.dump_stats(os.path.join(profile_dir, f"{next(_calls):03d}-{command}.prof"))
     return result, timing
 
 
@@ -90,11 +100,12 @@ def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, 
     freeze_startup_objects()  # as the sidecar does once started
     conn.send((True, None))
     handlers: dict[str, Callable[[Any], Any]] = {
-        "records": lambda _: measured(lambda: wire.encode_endpoints(strategy.records())),
+        "records": lambda _: measured("records", lambda: wire.encode_endpoints(strategy.records())),
         "adjust": lambda body: measured(
+            "adjust",
             lambda: wire.encode_endpoints(strategy.adjust_endpoints(wire.decode_endpoints(body)))
         ),
-        "apply": lambda body: measured(lambda: _apply(strategy.apply_changes, body)),
+        "apply": lambda body: measured("apply", lambda: _apply(strategy.apply_changes, body)),
         "ingress": lambda _: strategy.ingress_names(),
     }
     try:
