@@ -11,7 +11,7 @@ from landb_strategies import fleets
 
 from landb_webhook.landb.holders import Holders
 from landb_webhook.landb.metadata import ServerAliases, read_aliases, slot_key
-from landb_webhook.landb.plan import ServerState
+from landb_webhook.landb.plan import ServerState, carriers, carriers_since
 
 
 def indexed_afresh(aliases: Mapping[str, ServerAliases]) -> tuple[object, object]:
@@ -87,3 +87,21 @@ def test_only_the_aliases_of_the_values_that_changed_are_listed_again() -> None:
     }
     assert relisted == {(label, "id-0") for label in labels[30:40]}
     assert index.of(cluster) is index, "nothing changed: the same index"
+
+
+@given(fleets(), fleets(), st.data())
+def test_carriers_made_from_earlier_ones_are_the_carriers_of_the_servers_given(
+    earlier: list[ServerState], later: list[ServerState], data: st.DataObject
+) -> None:
+    """Records works the carriers out after every write from the last ones, reading only the servers whose
+    aliases changed; the earlier answer, shared with whoever read it, is left as it was."""
+    kept = data.draw(
+        st.lists(st.sampled_from(earlier), unique_by=lambda s: s.server_id) if earlier else st.just([])
+    )
+    kept_ids = {server.server_id for server in kept}
+    now = [*kept, *(s for s in later if s.server_id not in kept_ids)]
+    first = carriers(earlier)
+    before = {label: set(ids) for label, ids in first.items()}
+
+    assert carriers_since(first, earlier, now) == carriers(now)
+    assert first == before

@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from landb_webhook.backends import Node, Server
 from landb_webhook.endpoint import Endpoint
+from landb_webhook.landb.metadata import slot_key
 from landb_webhook.landb.plan import plan_changes
 from landb_webhook.provider.adopt import adoptable, plan_adoption
 from landb_webhook.provider.health import HealthPolicy, Placement
 from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.status import StatusAnalysis, analyse
+from landb_webhook.provider.status import StatusAnalysis, analyse, count_needing_attention
 from landb_webhook.provider.txt_registry import (
     InvalidOwnerId,
     claim_record,
@@ -344,22 +345,95 @@ def test_the_analysis_kept_between_loops_is_the_analysis_made_afresh(
         )
 
 
-def test_after_one_servers_write_only_that_server_and_its_names_are_analysed_again() -> None:
+def _slots(n: int, names: list[str], per_value: int = 5) -> dict[str, str]:
+    """Server n's tokens of ``names``, ``per_value`` to a slot value, as the planner packs them."""
+    tokens = [f"{label}--load-{n}-" for label in names]
+    return {
+        slot_key(k + 1): ",".join(tokens[i : i + per_value])
+        for k, i in enumerate(range(0, len(tokens), per_value))
+    }
+
+
+def test_after_one_servers_write_only_the_value_it_changed_and_its_names_are_analysed_again() -> None:
     """Records analyses the cluster after each write; at 500 servers x 1,000 names analysing every token
     again cost ~6 s of CPU for one server's change."""
     names = [f"app{i}" for i in range(20)]
-    metadata = {
-        f"n{n}": {"landb-alias": ",".join(f"{label}--load-{n}-" for label in names)} for n in range(10)
-    }
+    metadata = {f"n{n}": _slots(n, names) for n in range(10)}  # 4 values a server
     claims = [claim_record(f"{label}.{DOMAIN}", "c") for label in names]
     kept = StatusAnalysis(domain=DOMAIN)
     kept.analyse(inventory(metadata), claims)
-    assert (kept.servers_analysed, kept.names_analysed) == (10, 20)
+    assert (kept.values_analysed, kept.names_analysed) == (40, 20)
 
     kept.analyse(inventory(metadata), list(claims))  # read again, nothing changed
-    assert (kept.servers_analysed, kept.names_analysed) == (10, 20)
+    assert (kept.values_analysed, kept.names_analysed) == (40, 20)
 
-    written = {**metadata, "n3": {"landb-alias": "app0--load-3-,app1--load-3-,new--load-3-"}}
+    written = {**metadata, "n3": {**metadata["n3"], "landb-alias2": "app5--load-3-,new--load-3-"}}
     status = kept.analyse(inventory(written), claims)
-    assert (kept.servers_analysed, kept.names_analysed) == (11, 20 + 19)  # n3, the 18 names it let go, new
+    # n3's second value; the names whose holdings it changed: app6..app9 let go, new (app5 is as it was)
+    assert (kept.values_analysed, kept.names_analysed) == (41, 20 + 5)
     assert status == analyse(inventory(written), claims, domain=DOMAIN)
+
+
+def test_a_value_written_on_every_server_costs_those_values_and_their_names_not_every_holding() -> None:
+    """The -1 alias event at 500 x 1,000 writes one value on each of the 500 servers: rebuilding each
+    server's thousand holdings took ~8 s of CPU in one Records."""
+    names = [f"app{i}" for i in range(20)]
+    metadata = {f"n{n}": _slots(n, names) for n in range(10)}
+    claims = [claim_record(f"{label}.{DOMAIN}", "c") for label in names]
+    kept = StatusAnalysis(domain=DOMAIN)
+    kept.analyse(inventory(metadata), claims)
+
+    kept_in_third = ["app10", "app11", "app13", "app14"]  # app12 is let go
+    without = {
+        f"n{n}": {
+            **metadata[f"n{n}"],
+            "landb-alias3": ",".join(f"{label}--load-{n}-" for label in kept_in_third),
+        }
+        for n in range(10)
+    }
+    smaller = [c for c in claims if c.dns_name != f"app12.{DOMAIN}"]
+    status = kept.analyse(inventory(without), smaller)
+
+    # a value a server; of its names only app12's holdings changed, and it has none left
+    assert (kept.values_analysed, kept.names_analysed) == (40 + 10, 20)
+    assert status.name("app12") is None
+    assert status == analyse(inventory(without), smaller, domain=DOMAIN)
+
+
+def test_a_change_of_claims_analyses_no_holdings_again() -> None:
+    names = [f"app{i}" for i in range(20)]
+    metadata = {f"n{n}": _slots(n, names) for n in range(10)}
+    claims = [claim_record(f"{label}.{DOMAIN}", "c") for label in names]
+    kept = StatusAnalysis(domain=DOMAIN)
+    kept.analyse(inventory(metadata), claims)
+
+    other = [claim_record(f"app3.{DOMAIN}", "d"), *claims[4:]]  # app3 changes hands, app0..app2 let go
+    status = kept.analyse(inventory(metadata), other)
+
+    assert (kept.values_analysed, kept.names_analysed) == (40, 20)
+    assert status == analyse(inventory(metadata), other, domain=DOMAIN)
+    owners = {name.label: name.owners for name in status.names}
+    assert (owners["app0"], owners["app3"], owners["app4"]) == ((), ("d",), ("c",))
+
+
+@given(loops())
+def test_the_count_records_reports_is_the_names_the_analysis_finds_a_problem_with(
+    found: list[tuple[Inventory, list[Endpoint]]],
+) -> None:
+    for fleet, claims in found:
+        flagged = sum(
+            1 for name in analyse(fleet, claims, domain=DOMAIN, health=POLICY).names if name.problems
+        )
+        assert count_needing_attention(fleet, domain=DOMAIN, health=POLICY) == flagged
+
+
+def test_two_nodes_on_one_server_are_counted_as_two_holders() -> None:
+    found = inventory({"n0": {"landb-alias": "app--load-0-"}, "n1": {"landb-alias": "web--load-1-"}})
+    twin = replace(found.nodes[1], name="n0-twin")
+    found = replace(
+        found, nodes=(*found.nodes, twin), servers={**found.servers, "n0-twin": found.servers["n1"]}
+    )
+
+    [web] = [name for name in analyse(found, [], domain=DOMAIN).names if name.problems]
+    assert web.problems == ("N=1 is held by 2 nodes (n0-twin, n1): LanDB needs one N per carrier",)
+    assert count_needing_attention(found, domain=DOMAIN) == 1

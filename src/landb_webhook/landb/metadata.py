@@ -11,6 +11,7 @@ their indices are never reused, but we never rewrite or delete it.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sys
 import weakref
@@ -222,6 +223,13 @@ class ServerAliases:
         if self.frozen:
             labels += self.frozen_labels()
         return labels
+
+    @functools.cached_property
+    def label_set(self) -> frozenset[str]:
+        """The labels of ``load_tokens``, each once."""
+        return frozenset(itertools.chain.from_iterable(value.labels for value in self.values.values())).union(
+            self.frozen_labels()
+        )
 
     def frozen_labels(self) -> Iterator[str]:
         return (token.label for token in self.frozen_tokens())

@@ -91,6 +91,41 @@ def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     return _holders(servers, ServerAliases.load_labels)
 
 
+def carriers_since(
+    before: Mapping[str, set[str]], was: Sequence[ServerState], now: Sequence[ServerState]
+) -> dict[str, set[str]]:
+    """``carriers(now)``, made from ``before``, which is ``carriers(was)``: only the servers whose aliases
+    are not the very ones read before are looked at. A write changes a few servers, or one value on each;
+    every token of the cluster was read again for it. ``before`` is left as it is."""
+    if len({s.server_id for s in was}) != len(was) or len({s.server_id for s in now}) != len(now):
+        return carriers(now)  # two nodes on one server: a label may come from either
+    old = {s.server_id: s.aliases for s in was}
+    new = {s.server_id: s.aliases for s in now}
+    found = dict(before)
+    copied: set[str] = set()
+
+    def entry(label: str) -> set[str]:
+        if label not in copied:
+            copied.add(label)
+            found[label] = set(found.get(label, ()))
+        return found[label]
+
+    for sid in old.keys() | new.keys():
+        held_before, held = old.get(sid), new.get(sid)
+        if held is held_before:
+            continue
+        labels_before = held_before.label_set if held_before is not None else frozenset()
+        labels = held.label_set if held is not None else frozenset()
+        for label in labels_before - labels:
+            entry(label).discard(sid)
+        for label in labels - labels_before:
+            entry(label).add(sid)
+    for label in copied:
+        if not found[label]:
+            del found[label]
+    return found
+
+
 def frozen_carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
     """Alias label -> ids of the servers holding it in a form we never edit: they carry it regardless."""
     return _holders(servers, ServerAliases.frozen_labels)

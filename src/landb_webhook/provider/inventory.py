@@ -11,7 +11,7 @@ from threading import Lock
 
 from landb_webhook.backends import Node, NodeSource, Server, ServerStore
 from landb_webhook.landb.holders import Holders
-from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plain_aliases
+from landb_webhook.landb.plan import ServerState, carriers, carriers_since, frozen_carriers, plain_aliases
 from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.health import HealthPolicy, Verdict, judge
 
@@ -77,6 +77,10 @@ class Inventory:
             # keeps its state, and with it its aliases as already read.
             earlier = {(state.node_name, state.server_id): state for state in previous._server_states}
             self.__dict__["_server_states"] = self._states_keeping(earlier)
+            if "_carriers" not in self.__dict__ and "_carriers" in previous.__dict__:
+                self.__dict__["_carriers"] = carriers_since(
+                    previous._carriers, previous._server_states, self._server_states
+                )
         if "_holders" not in self.__dict__:
             # Made only when an apply plans, from the last one made: only the servers changed since then
             # are read again (landb.holders).

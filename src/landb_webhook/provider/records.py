@@ -23,6 +23,7 @@ from landb_webhook.provider.context import Context, node_names, nodes_holding
 from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.loadbalancers import LoadBalancerPath
+from landb_webhook.provider.status import count_needing_attention
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -73,7 +74,7 @@ class RecordsView:
         self._report_unowned(inventory, unowned - hidden)
         self._report_frozen_outside_ingress(inventory)
         metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
-        self._report_aliases(inventory, claims, unowned=len(unowned))
+        self._report_aliases(inventory, unowned=len(unowned))
         metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
         return [*aliases, *self._plain_alias_records(inventory), *claims]
 
@@ -112,14 +113,16 @@ class RecordsView:
                     nodes=outside,
                 )
 
-    def _report_aliases(self, inventory: Inventory, claims: Sequence[Endpoint], *, unowned: int) -> None:
+    def _report_aliases(self, inventory: Inventory, *, unowned: int) -> None:
         """The alias gauges of one Records: owned and unowned, and what ``status`` would flag."""
         metrics = self._context.metrics
         metrics.aliases_published.labels(ownership="owned").set(len(inventory.carriers()) - unowned)
         metrics.aliases_published.labels(ownership="unowned").set(unowned)
         metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
-        flagged = sum(1 for name in self._claims.analysis(inventory, claims).names if name.problems)
-        metrics.names_needing_attention.set(flagged)
+        options = self._context.options
+        metrics.names_needing_attention.set(
+            count_needing_attention(inventory, domain=options.dns_domain, health=options.health)
+        )
 
     def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:
         names = node_names(inventory) if unowned else {}

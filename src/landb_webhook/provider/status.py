@@ -9,8 +9,9 @@ the ownership records.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from landb_webhook.backends import (
     LoadBalancerStore,
@@ -21,7 +22,7 @@ from landb_webhook.backends import (
     StateStore,
 )
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.landb.metadata import read_aliases, slot_key
+from landb_webhook.landb.metadata import ServerAliases, read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.provider import departed
 from landb_webhook.provider.health import NO_CONTROLLER, HealthPolicy, judge
@@ -70,12 +71,14 @@ class NodeStatus:
         return ",".join(words)
 
 
-@dataclass(frozen=True)
-class Holding:
-    """One ``<label>--load-<N>-`` that LanDB publishes for one server, and where it is written."""
+class Holding(NamedTuple):
+    """One ``<label>--load-<N>-`` that LanDB publishes for one server, and where it is written.
+
+    A tuple, not a frozen dataclass (a third of the cost to make): a 500-node cluster holds half a
+    million of them."""
 
     label: str
-    index: int
+    index: int  # type: ignore[assignment]  # the N, named as everywhere else; it hides tuple.index
     node: str
     server_id: str
     key: str
@@ -197,43 +200,136 @@ def analyse(
     return StatusAnalysis(domain=domain, health=health).analyse(inventory, claims, quota=quota)
 
 
-@dataclass(frozen=True)
-class _ServerPart:
-    """What one server adds to the analysis, kept while its node and its metadata stay the same."""
+class _ServerHoldings:
+    """One server's holdings by label, kept slot value by slot value.
 
-    node: Node
-    server_id: str
-    metadata: Mapping[str, str]
-    holdings: Mapping[str, list[Holding]]
-    """label -> its holdings on this server, by N then key."""
-    plain: frozenset[str]
-    frozen_forms: tuple[FrozenForm, ...]
+    A write changes a few of a server's values and leaves the others the very objects read before
+    (``metadata.read_slot_value``): only the changed values' holdings are made again, and only the names
+    they hold are reported changed. The -1 alias event writes one value on each of 500 servers; rebuilding
+    each server's thousand holdings cost ~8 s of CPU in one Records."""
+
+    def __init__(self, node: Node, server_id: str, health: HealthPolicy) -> None:
+        self.node = node
+        self.server_id = server_id
+        self._health = health
+        self.aliases = ServerAliases()
+        self.by_label: dict[str, tuple[Holding, ...]] = {}
+        """label -> its holdings on this server, by N then key."""
+        self.plain: frozenset[str] = frozenset()
+        self.frozen_forms: tuple[FrozenForm, ...] = ()
+        self._by_slot: dict[int, dict[str, list[Holding]]] = {}
+        """slot number -> label -> the holdings its value makes, in order."""
+        self._frozen: dict[str, list[Holding]] = {}
+        self._slots_of: dict[str, set[int]] = defaultdict(set)
+        self.values_analysed = 0
+        """Slot values made into holdings (a frozen key or form counts as one)."""
+
+    def same_node(self, node: Node, server_id: str) -> bool:
+        return self.node == node and self.server_id == server_id
 
     def labels(self) -> set[str]:
-        return self.holdings.keys() | self.plain
+        return self.by_label.keys() | self.plain
 
-    def labels_changed_since(self, before: _ServerPart | None) -> set[str]:
-        """The names whose holdings or plain alias here differ from ``before``: a write changes a few."""
-        if before is None:
-            return self.labels()
-        held, held_before = self.holdings, before.holdings
-        return {
-            label for label in held.keys() | held_before.keys() if held.get(label) != held_before.get(label)
-        } | (self.plain ^ before.plain)
+    def take(self, aliases: ServerAliases) -> set[str]:
+        """Bring the holdings up to ``aliases``; the labels whose holdings or plain alias changed."""
+        before = self.aliases
+        if aliases is before:
+            return set()
+        self.aliases = aliases
+        touched: set[str] = set()
+        for number in before.values.keys() | aliases.values.keys():
+            value = aliases.values.get(number)
+            if value is not None and value is before.values.get(number):
+                continue
+            made = self._by_slot.pop(number, {})
+            for label in made:
+                self._slots_of[label].discard(number)
+            touched |= made.keys()
+            if value is not None:
+                self.values_analysed += 1
+                key = slot_key(number)
+                made = self._by_slot[number] = self._holdings_of(
+                    ((key, label, index) for _, label, index in value.load), frozen=False
+                )
+                for label in made:
+                    self._slots_of[label].add(number)
+                touched |= made.keys()
+        if aliases.frozen != before.frozen:
+            touched |= self._frozen.keys()
+            self.values_analysed += len(aliases.frozen)
+            self._frozen = self._holdings_of(
+                (key, token.label, token.index) for key, token in aliases.frozen_tokens_by_key()
+            )
+            touched |= self._frozen.keys()
+            self.frozen_forms = tuple(
+                FrozenForm(self.node.name, self.server_id, key, value)
+                for key, value in sorted(aliases.frozen.items())
+            )
+        changed = {label for label in touched if self._merge(label)}
+        plain = frozenset(label for label, _ in aliases.plain_aliases())
+        changed |= plain ^ self.plain
+        self.plain = plain
+        return changed
+
+    def _holdings_of(
+        self, tokens: Iterable[tuple[str, str, int]], *, frozen: bool = True
+    ) -> dict[str, list[Holding]]:
+        """label -> a holding per (key, label, N) of ``tokens``, in order."""
+        make = _holding_maker(self.node, self.server_id, self._health)
+        made: dict[str, list[Holding]] = {}
+        for key, label, index in tokens:
+            holding = make(label, index, key, frozen)
+            if (held := made.get(label)) is None:
+                made[label] = [holding]
+            else:
+                held.append(holding)
+        return made
+
+    def _merge(self, label: str) -> bool:
+        """Make the label's holdings here again from its values; whether they changed."""
+        parts = [self._by_slot[number][label] for number in self._slots_of.get(label, ())]
+        if label in self._frozen:
+            parts.append(self._frozen[label])
+        if not parts:
+            self._slots_of.pop(label, None)
+            return self.by_label.pop(label, None) is not None
+        held = parts[0] if len(parts) == 1 else [h for part in parts for h in part]
+        merged = tuple(held) if len(held) == 1 else tuple(sorted(held, key=_by_index_then_key))
+        if self.by_label.get(label) == merged:
+            return False
+        self.by_label[label] = merged
+        return True
+
+
+def _holding_maker(
+    node: Node, server_id: str, health: HealthPolicy
+) -> Callable[[str, int, str, bool], Holding]:
+    """(label, N, key, frozen) -> its Holding on this node's server."""
+    serving = node.ready and not node.deleting
+    unhealthy = _health_problems(node, health)
+
+    def make(label: str, index: int, key: str, frozen: bool) -> Holding:
+        return Holding(label, index, node.name, server_id, key, frozen, node.is_ingress, serving, unhealthy)
+
+    return make
+
+
+def _by_index_then_key(holding: Holding) -> tuple[int, str]:
+    return holding.index, holding.key
 
 
 class StatusAnalysis:
-    """``analyse``, kept from one call to the next: a call analyses again only the servers whose node or
-    metadata changed and the names they hold or held (every name when the claims changed). Records
-    analyses the cluster after each write, and one Holding per token of 500 servers cost seconds of CPU
-    for one server's change."""
+    """``analyse``, kept from one call to the next: a call analyses again only the slot values that changed
+    (every value of a server whose node changed) and the names they hold or held; a change of claims
+    changes only the claimed names' owners. Records analyses the cluster after each write, and one Holding
+    per token of 500 servers cost seconds of CPU for one server's change."""
 
     def __init__(self, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH) -> None:
         self.domain = domain
         self.health = health
-        self._parts: dict[str, _ServerPart] = {}
-        """node name -> what its server adds."""
-        self._holdings: dict[str, dict[str, list[Holding]]] = defaultdict(dict)
+        self._servers: dict[str, _ServerHoldings] = {}
+        """node name -> its server's holdings."""
+        self._holdings: dict[str, dict[str, tuple[Holding, ...]]] = defaultdict(dict)
         """label -> node name -> its holdings there."""
         self._plain: dict[str, set[str]] = defaultdict(set)
         """label -> the nodes holding it as a plain alias."""
@@ -241,25 +337,28 @@ class StatusAnalysis:
         self._claims: list[Endpoint] | None = None
         self._owners: dict[str, set[str | None]] = {}
         self._resources: dict[str, set[str]] = {}
-        self.servers_analysed = 0
-        """How many servers' aliases were read into holdings so far (the work, counted)."""
+        self._values_analysed_before = 0
+        """By servers that left."""
         self.names_analysed = 0
+        """Names whose holdings were analysed so far (the work, counted)."""
+
+    @property
+    def values_analysed(self) -> int:
+        """Slot values made into holdings so far (the work, counted)."""
+        return self._values_analysed_before + sum(s.values_analysed for s in self._servers.values())
 
     def analyse(
         self, inventory: Inventory, claims: Iterable[Endpoint], *, quota: int | None = None
     ) -> ClusterStatus:
         changed = self._take_servers(inventory)
-        claims = list(claims)
-        if claims != self._claims:
-            self._claims = claims
-            self._owners = _owners_by_name(claims)
-            self._resources = _resources_by_name(claims)
-            changed |= self._names.keys()
+        claimed = self._take_claims(list(claims))
         for label in changed:
             self._analyse_name(label)
+        for label in claimed - changed:
+            self._name_claims_changed(label)
         labels = sorted(self._names)
         by_node = sorted(inventory.nodes, key=lambda n: n.name)
-        parts = [part for node in by_node if (part := self._parts.get(node.name)) is not None]
+        parts = [part for node in by_node if (part := self._servers.get(node.name)) is not None]
         return ClusterStatus(
             nodes=tuple(
                 NodeStatus(
@@ -285,7 +384,7 @@ class StatusAnalysis:
                         h
                         for part in parts
                         if not part.node.is_ingress
-                        for hs in part.holdings.values()
+                        for hs in part.by_label.values()
                         for h in hs
                     ),
                     key=lambda h: (h.label, h.node, h.index, h.key),
@@ -305,73 +404,68 @@ class StatusAnalysis:
         )
 
     def _take_servers(self, inventory: Inventory) -> set[str]:
-        """Bring the servers' parts up to date; the labels whose holdings may have changed."""
+        """Bring the servers' holdings up to date; the labels whose holdings may have changed."""
+        aliases = {(state.node_name, state.server_id): state.aliases for state in inventory.server_states()}
         changed: set[str] = set()
         seen: set[str] = set()
         for node in inventory.nodes:
             if (server := inventory.servers.get(node.name)) is None:
                 continue
             seen.add(node.name)
-            part = self._parts.get(node.name)
-            if (
-                part is not None
-                and part.node == node
-                and part.server_id == server.id
-                and part.metadata == server.metadata
-            ):
-                continue
-            before = part
-            if before is not None:
-                self._forget(before)
-            part = self._server_part(node, server.id, dict(server.metadata))
-            self._parts[node.name] = part
-            for label, held in part.holdings.items():
-                self._holdings[label][node.name] = held
-            for label in part.plain:
-                self._plain[label].add(node.name)
-            changed |= part.labels_changed_since(before)
-        for name in self._parts.keys() - seen:
-            changed |= self._forget(self._parts.pop(name))
+            part = self._servers.get(node.name)
+            if part is None or not part.same_node(node, server.id):
+                if part is not None:
+                    changed |= self._forget(part)
+                part = self._servers[node.name] = _ServerHoldings(node, server.id, self.health)
+            found = part.take(aliases[node.name, server.id])
+            for label in found:
+                if (held := part.by_label.get(label)) is not None:
+                    self._holdings[label][node.name] = held
+                else:
+                    self._holdings[label].pop(node.name, None)
+                if label in part.plain:
+                    self._plain[label].add(node.name)
+                else:
+                    self._plain[label].discard(node.name)
+            changed |= found
+        for name in self._servers.keys() - seen:
+            changed |= self._forget(self._servers.pop(name))
         return changed
 
-    def _forget(self, part: _ServerPart) -> set[str]:
-        for label in part.holdings:
+    def _forget(self, part: _ServerHoldings) -> set[str]:
+        self._values_analysed_before += part.values_analysed
+        for label in part.by_label:
             del self._holdings[label][part.node.name]
         for label in part.plain:
             self._plain[label].discard(part.node.name)
         return part.labels()
 
-    def _server_part(self, node: Node, server_id: str, metadata: Mapping[str, str]) -> _ServerPart:
-        self.servers_analysed += 1
-        aliases = read_aliases(metadata)
-        keyed = [(slot_key(number), False, token) for number, _, token in aliases.editable_tokens()]
-        keyed += [(key, True, token) for key, token in aliases.frozen_tokens_by_key()]
-        serving = node.ready and not node.deleting
-        unhealthy = _health_problems(node, self.health)
-        holdings: dict[str, list[Holding]] = defaultdict(list)
-        for key, frozen, token in sorted(keyed, key=lambda k: (k[2].label, k[2].index, k[0])):
-            holdings[token.label].append(
-                Holding(
-                    token.label,
-                    token.index,
-                    node.name,
-                    server_id,
-                    key,
-                    frozen,
-                    node.is_ingress,
-                    serving,
-                    unhealthy,
-                )
-            )
-        return _ServerPart(
-            node,
-            server_id,
-            metadata,
-            dict(holdings),
-            frozenset(label for label, _ in aliases.plain_aliases()),
-            tuple(
-                FrozenForm(node.name, server_id, key, value) for key, value in sorted(aliases.frozen.items())
+    def _take_claims(self, claims: list[Endpoint]) -> set[str]:
+        """Take the claims; the labels analysed whose owners or resources they change."""
+        if claims == self._claims:
+            return set()
+        self._claims = claims
+        owners, resources = _owners_by_name(claims), _resources_by_name(claims)
+        changed = {
+            name
+            for before, now in ((self._owners, owners), (self._resources, resources))
+            for name in before.keys() | now.keys()
+            if before.get(name) != now.get(name)
+        }
+        self._owners, self._resources = owners, resources
+        return {label for label, (status, _) in self._names.items() if status.dns_name in changed}
+
+    def _name_claims_changed(self, label: str) -> None:
+        status, duplicates = self._names[label]
+        named = self._owners.get(status.dns_name, set())
+        self._names[label] = (
+            replace(
+                status,
+                claimed=bool(named),
+                owners=tuple(sorted(owner for owner in named if owner is not None)),
+                resources=tuple(sorted(self._resources.get(status.dns_name, ()))),
             ),
+            duplicates,
         )
 
     def _analyse_name(self, label: str) -> None:
@@ -395,6 +489,82 @@ class StatusAnalysis:
             domain=self.domain,
         )
         self._names[label] = (status, tuple(duplicates))
+
+
+def count_needing_attention(
+    inventory: Inventory, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH
+) -> int:
+    """How many names ``analyse`` finds a problem with, without a Holding per token: Records counts them
+    after every write, for the ``names_needing_attention`` gauge.
+
+    A name certainly has none when every holder is an ingress node's server, each holds it once with its
+    own N, in our slots, and no server holds it as a plain alias: the holder index planning keeps
+    (``landb.holders``) answers that in a few set operations per name. Every other name is analysed as
+    ``analyse`` does, from its holders' aliases of it alone."""
+    holders = inventory.holders()
+    nodes_of: dict[str, list[Node]] = defaultdict(list)
+    for node in inventory.nodes:
+        if (server := inventory.servers.get(node.name)) is not None:
+            nodes_of[server.id].append(node)
+    ingress = inventory.ingress_server_ids()
+    plain = inventory.plain_aliases(domain)
+    labels = holders.editable.keys() | holders.pinned.keys() | plain.keys()
+    shared = len(nodes_of) != len(inventory.servers)
+    """Nodes sharing a server: each counts as a holder of its own."""
+    suspect = [
+        label
+        for label in labels
+        if shared
+        or label in holders.pinned
+        or label in plain
+        or not holders.editable[label].keys() <= ingress
+        or holders.held_once(label) is None
+    ]
+    if not suspect:
+        return 0
+    aliases = {state.server_id: state.aliases for state in inventory.server_states()}
+    return sum(1 for label in suspect if _problems_of(label, nodes_of, aliases, domain=domain, health=health))
+
+
+def _problems_of(
+    label: str,
+    nodes_of: Mapping[str, list[Node]],
+    aliases: Mapping[str, ServerAliases],
+    *,
+    domain: str,
+    health: HealthPolicy,
+) -> tuple[str, ...]:
+    """``analyse``'s problems of one name, from each node server's aliases of it."""
+    holdings: list[Holding] = []
+    plain: list[str] = []
+    for sid, nodes in nodes_of.items():
+        found = aliases[sid]
+        keyed = [
+            (slot_key(number), index, False)
+            for number, value in found.values.items()
+            if label in value.labels
+            for _, held, index in value.load
+            if held == label
+        ]
+        keyed += [
+            (key, token.index, True) for key, token in found.frozen_tokens_by_key() if token.label == label
+        ]
+        is_plain = any(held == label for held, _ in found.plain_aliases())
+        for node in nodes:
+            make = _holding_maker(node, sid, health)
+            holdings += [make(label, index, key, frozen) for key, index, frozen in keyed]
+            if is_plain:
+                plain.append(node.name)
+    holdings.sort(key=lambda h: (h.node, h.index, h.key))
+    return _name_status(
+        label,
+        holdings,
+        sorted(plain),
+        owners={},
+        resources={},
+        duplicates=_duplicates(label, holdings),
+        domain=domain,
+    ).problems
 
 
 def read_status(
