@@ -15,6 +15,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import slot_key
 from landb_webhook.landb.plan import plan_changes
 from landb_webhook.provider.adopt import adoptable, plan_adoption
+from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.health import HealthPolicy, Placement
 from landb_webhook.provider.inventory import Inventory
 from landb_webhook.provider.status import StatusAnalysis, analyse, count_needing_attention
@@ -424,7 +425,7 @@ def test_the_count_records_reports_is_the_names_the_analysis_finds_a_problem_wit
         flagged = sum(
             1 for name in analyse(fleet, claims, domain=DOMAIN, health=POLICY).names if name.problems
         )
-        assert count_needing_attention(fleet, domain=DOMAIN, health=POLICY) == flagged
+        assert count_needing_attention(fleet, domain=DOMAIN) == flagged
 
 
 def test_two_nodes_on_one_server_are_counted_as_two_holders() -> None:
@@ -437,3 +438,16 @@ def test_two_nodes_on_one_server_are_counted_as_two_holders() -> None:
     [web] = [name for name in analyse(found, [], domain=DOMAIN).names if name.problems]
     assert web.problems == ("N=1 is held by 2 nodes (n0-twin, n1): LanDB needs one N per carrier",)
     assert count_needing_attention(found, domain=DOMAIN) == 1
+
+
+def test_a_departed_server_holding_a_name_is_not_one_of_its_holders() -> None:
+    """The server of a node that left still holds its tokens until the next apply moves them: ``status``
+    lists it apart, and the names it holds are judged by the nodes' holdings alone, as the count is."""
+    found = inventory({"n0": {"landb-alias": "app--load-0-"}, "n1": {"landb-alias": "app--load-1-"}})
+    gone = Server("id-n2", "n2", {"landb-alias": "app--load-0-,web--load-0-,web--load-1-"})
+    found = replace(found, departed=((Remembered("id-n2", "n2", ("10.0.0.9",)), gone),))
+
+    status = analyse(found, [], domain=DOMAIN)
+    assert [(name.label, name.problems) for name in status.names] == [("app", ())]
+    assert [d.node for d in status.departed_servers] == ["n2"]
+    assert count_needing_attention(found, domain=DOMAIN) == 0

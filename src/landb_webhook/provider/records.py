@@ -121,7 +121,7 @@ class RecordsView:
         metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
         options = self._context.options
         metrics.names_needing_attention.set(
-            count_needing_attention(inventory, domain=options.dns_domain, health=options.health)
+            count_needing_attention(inventory, domain=options.dns_domain)
         )
 
     def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:

@@ -491,80 +491,66 @@ class StatusAnalysis:
         self._names[label] = (status, tuple(duplicates))
 
 
-def count_needing_attention(
-    inventory: Inventory, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH
-) -> int:
-    """How many names ``analyse`` finds a problem with, without a Holding per token: Records counts them
-    after every write, for the ``names_needing_attention`` gauge.
+def count_needing_attention(inventory: Inventory, *, domain: str) -> int:
+    """How many names ``analyse`` finds a problem with, from the holder index planning keeps
+    (``landb.holders``) rather than a Holding per token: Records counts them after every write, for the
+    ``names_needing_attention`` gauge.
 
-    A name certainly has none when every holder is an ingress node's server, each holds it once with its
-    own N, in our slots, and no server holds it as a plain alias: the holder index planning keeps
-    (``landb.holders``) answers that in a few set operations per name. Every other name is analysed as
-    ``analyse`` does, from its holders' aliases of it alone."""
+    A name certainly has none when every holder is an ingress node's own server, each holds it once with
+    its own N, in our slots, and no server holds it as a plain alias: a few set operations per name. Any
+    other name is judged by the same rules as ``_name_status``, from its holders' Ns (a node relabelled out
+    makes every name it holds one of those)."""
     holders = inventory.holders()
     nodes_of: dict[str, list[Node]] = defaultdict(list)
     for node in inventory.nodes:
         if (server := inventory.servers.get(node.name)) is not None:
             nodes_of[server.id].append(node)
-    ingress = inventory.ingress_server_ids()
-    plain = inventory.plain_aliases(domain)
-    labels = holders.editable.keys() | holders.pinned.keys() | plain.keys()
     shared = len(nodes_of) != len(inventory.servers)
-    """Nodes sharing a server: each counts as a holder of its own."""
-    suspect = [
-        label
-        for label in labels
-        if shared
-        or label in holders.pinned
-        or label in plain
-        or not holders.editable[label].keys() <= ingress
-        or holders.held_once(label) is None
-    ]
-    if not suspect:
-        return 0
-    aliases = {state.server_id: state.aliases for state in inventory.server_states()}
-    return sum(1 for label in suspect if _problems_of(label, nodes_of, aliases, domain=domain, health=health))
+    """Nodes sharing a server: each is a holder of its own."""
+    ingress = inventory.ingress_server_ids()
+    plain: dict[str, set[str]] = defaultdict(set)
+    if inventory.plain_aliases(domain):
+        for state in inventory.server_states():
+            if state.server_id in nodes_of:
+                for label, _ in state.aliases.plain_aliases():
+                    plain[label].add(state.server_id)
+    flagged = 0
+    for label in holders.editable.keys() | holders.pinned.keys():
+        editable, pinned = holders.editable.get(label, {}), holders.pinned.get(label, {})
+        if (
+            not shared
+            and not pinned
+            and label not in plain
+            and editable.keys() <= ingress
+            and holders.held_once(label) is not None
+        ):
+            continue
+        held = (editable.keys() | pinned.keys()) & nodes_of.keys()
+        flagged += bool(held) and (
+            bool(plain.get(label)) or _holders_disagree(held, editable, pinned, nodes_of)
+        )
+    return flagged
 
 
-def _problems_of(
-    label: str,
+def _holders_disagree(
+    held: Iterable[str],
+    editable: Mapping[str, list[tuple[str, int]]],
+    pinned: Mapping[str, list[int]],
     nodes_of: Mapping[str, list[Node]],
-    aliases: Mapping[str, ServerAliases],
-    *,
-    domain: str,
-    health: HealthPolicy,
-) -> tuple[str, ...]:
-    """``analyse``'s problems of one name, from each node server's aliases of it."""
-    holdings: list[Holding] = []
-    plain: list[str] = []
-    for sid, nodes in nodes_of.items():
-        found = aliases[sid]
-        keyed = [
-            (slot_key(number), index, False)
-            for number, value in found.values.items()
-            if label in value.labels
-            for _, held, index in value.load
-            if held == label
-        ]
-        keyed += [
-            (key, token.index, True) for key, token in found.frozen_tokens_by_key() if token.label == label
-        ]
-        is_plain = any(held == label for held, _ in found.plain_aliases())
-        for node in nodes:
-            make = _holding_maker(node, sid, health)
-            holdings += [make(label, index, key, frozen) for key, index, frozen in keyed]
-            if is_plain:
-                plain.append(node.name)
-    holdings.sort(key=lambda h: (h.node, h.index, h.key))
-    return _name_status(
-        label,
-        holdings,
-        sorted(plain),
-        owners={},
-        resources={},
-        duplicates=_duplicates(label, holdings),
-        domain=domain,
-    ).problems
+) -> bool:
+    """``_name_status``' rules on the holders of one name: a holder that is not an ingress node, a node
+    holding it more than once, an N held by two nodes."""
+    nodes_by_index: dict[int, str] = {}
+    for sid in held:
+        indices = [index for _, index in editable.get(sid, ())] + list(pinned.get(sid, ()))
+        for node in nodes_of[sid]:
+            if (
+                not node.is_ingress
+                or len(indices) > 1
+                or nodes_by_index.setdefault(indices[0], node.name) != node.name
+            ):
+                return True
+    return False
 
 
 def read_status(
