@@ -102,8 +102,7 @@ def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, 
     handlers: dict[str, Callable[[Any], Any]] = {
         "records": lambda _: measured("records", lambda: wire.encode_endpoints(strategy.records())),
         "adjust": lambda body: measured(
-            "adjust",
-            lambda: wire.encode_endpoints(strategy.adjust_endpoints(wire.decode_endpoints(body)))
+            "adjust", lambda: wire.encode_endpoints(strategy.adjust_endpoints(wire.decode_endpoints(body)))
         ),
         "apply": lambda body: measured("apply", lambda: _apply(strategy.apply_changes, body)),
         "ingress": lambda _: strategy.ingress_names(),

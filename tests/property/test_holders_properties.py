@@ -3,6 +3,7 @@ servers given, and only the servers whose aliases changed are read again."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 
 from hypothesis import given
@@ -28,7 +29,10 @@ def indexed_afresh(aliases: Mapping[str, ServerAliases]) -> tuple[object, object
 
 def as_read(holders: Holders) -> tuple[object, object]:
     return (
-        {label: dict(by_server) for label, by_server in holders.editable.items()},
+        {
+            label: {sid: list(tokens) for sid, tokens in by_server.items()}
+            for label, by_server in holders.editable.items()
+        },
         {label: dict(by_server) for label, by_server in holders.pinned.items()},
     )
 
@@ -105,3 +109,19 @@ def test_carriers_made_from_earlier_ones_are_the_carriers_of_the_servers_given(
 
     assert carriers_since(first, earlier, now) == carriers(now)
     assert first == before
+
+
+def test_the_index_of_a_large_cluster_adds_nothing_for_the_garbage_collector_to_walk() -> None:
+    """Each full collection walks every container it tracks: as lists, the index of 500 nodes x 1,000
+    aliases added 500,000 of them, ~0.3 s to every full collection of the sidecar."""
+    cluster = {
+        f"id-{n}": read_aliases({"landb-alias": ",".join(f"app{i}--load-{n}-" for i in range(20))})
+        for n in range(30)
+    }
+    index = Holders().of(cluster)
+    for _ in range(2):  # a collection untracks a tuple whose items it found untracked: (text, N), then theirs
+        gc.collect()
+
+    entries = [tokens for by_server in index.editable.values() for tokens in by_server.values()]
+    assert len(entries) == 600
+    assert not any(gc.is_tracked(tokens) for tokens in entries)

@@ -23,8 +23,10 @@ V = TypeVar("V")
 class Holders:
     """Never modified once made: one made from it copies what it changes (Records may read it meanwhile)."""
 
-    editable: Mapping[str, Mapping[str, list[tuple[str, int]]]] = field(default_factory=dict)
-    """label -> server id -> (token text, N) of each of its editable tokens of the label, in slot order."""
+    editable: Mapping[str, Mapping[str, tuple[tuple[str, int], ...]]] = field(default_factory=dict)
+    """label -> server id -> (token text, N) of each of its editable tokens of the label, in slot order.
+    Tuples of strings and numbers, which the garbage collector stops tracking: as lists, the index of
+    500 nodes x 1,000 aliases made every full collection walk 500,000 more objects (~0.3 s each)."""
     pinned: Mapping[str, Mapping[str, list[int]]] = field(default_factory=dict)
     """label -> server id -> the Ns it holds in keys or forms we never edit."""
     indexed: Mapping[str, ServerAliases] = field(default_factory=dict)
@@ -67,7 +69,7 @@ class Holders:
             for label in touched:
                 tokens = whole.get(label, []) if whole is not None else _tokens_of(now, label)
                 if tokens:
-                    editable.entry(label)[sid] = tokens
+                    editable.entry(label)[sid] = tuple(tokens)
                 else:
                     editable.entry(label).pop(sid, None)
             if before is None or now is None or before.frozen != now.frozen:

@@ -198,7 +198,7 @@ def plan_changes(
         )
         for sid in sorted(decided, key=position.__getitem__):
             server = order[position[sid]]
-            mine = own.get(sid, [])
+            mine = own.get(sid, ())
             index = decided[sid]
             if index is None:
                 removes[sid].extend((text, LoadToken(label, n)) for text, n in mine)
@@ -260,7 +260,7 @@ class _Indices(Mapping[str, list[int]]):
     """Server id -> the Ns of its tokens of one alias, read from its (text, N) pairs only when asked: the
     index rule's fast path asks only who holds the alias (``keys``, a set for set differences)."""
 
-    def __init__(self, tokens: Mapping[str, list[tuple[str, int]]]) -> None:
+    def __init__(self, tokens: Mapping[str, Sequence[tuple[str, int]]]) -> None:
         self._tokens = tokens
 
     def __getitem__(self, server_id: str) -> list[int]:

@@ -120,9 +120,7 @@ class RecordsView:
         metrics.aliases_published.labels(ownership="unowned").set(unowned)
         metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
         options = self._context.options
-        metrics.names_needing_attention.set(
-            count_needing_attention(inventory, domain=options.dns_domain)
-        )
+        metrics.names_needing_attention.set(count_needing_attention(inventory, domain=options.dns_domain))
 
     def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:
         names = node_names(inventory) if unowned else {}

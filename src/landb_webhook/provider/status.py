@@ -534,7 +534,7 @@ def count_needing_attention(inventory: Inventory, *, domain: str) -> int:
 
 def _holders_disagree(
     held: Iterable[str],
-    editable: Mapping[str, list[tuple[str, int]]],
+    editable: Mapping[str, Sequence[tuple[str, int]]],
     pinned: Mapping[str, list[int]],
     nodes_of: Mapping[str, list[Node]],
 ) -> bool:
