@@ -269,7 +269,8 @@ class Claims:
         ]
 
     def analysis(self, inventory: Inventory, claims: Sequence[Endpoint]) -> ClusterStatus:
-        """``status``' analysis, made again only for the servers and names that changed since the last."""
+        """``status``' analysis, made again only for the slot values and names that changed since the last
+        (``LANDB_ADOPT_EXISTING`` and takeovers ask it; the gauge is counted apart, from the holder index)."""
         options = self._context.options
         kept = self._analysis
         if kept is None or (kept.domain, kept.health) != (options.dns_domain, options.health):
