@@ -9,11 +9,11 @@ state keeps its aliases as read, and an unchanged server keeps its state: ``Inve
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from landb_webhook.landb.metadata import ServerAliases
+from landb_webhook.landb.metadata import ServerAliases, SlotValue
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -55,17 +55,24 @@ class Holders:
         for sid in changed:
             before, now = self.indexed.get(sid), aliases.get(sid)
             gone, came = _values_changed(before, now)
-            for _, label, index in gone:
+            for label, tokens in gone.items():
                 held = counts.entry(label)
-                held[index] -= 1
-                if not held[index]:
-                    del held[index]
-            for _, label, index in came:
+                for _, index in tokens:
+                    held[index] -= 1
+                    if not held[index]:
+                        del held[index]
+            for label, tokens in came.items():
                 held = counts.entry(label)
-                held[index] = held.get(index, 0) + 1
-            touched = {label for _, label, _ in gone} | {label for _, label, _ in came}
+                for _, index in tokens:
+                    held[index] = held.get(index, 0) + 1
+            touched = gone.keys() | came.keys()
             # Many labels (a new server, a first publish): one pass over the server; a few: their values.
-            whole = _by_label(now) if now is not None and len(touched) > len(now.values) else None
+            if before is None:
+                whole: Mapping[str, list[tuple[str, int]]] | None = came  # every value came
+            elif now is not None and len(touched) > len(now.values):
+                whole = _by_label(now.values[slot] for slot in sorted(now.values))
+            else:
+                whole = None
             for label in touched:
                 tokens = whole.get(label, []) if whole is not None else _tokens_of(now, label)
                 if tokens:
@@ -82,22 +89,28 @@ class Holders:
 
 def _values_changed(
     before: ServerAliases | None, now: ServerAliases | None
-) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
-    """The load tokens of the slot values ``before`` held and ``now`` does not, and the other way round:
-    a value read again is the very object read before (``metadata.read_slot_value``), so a server whose
-    one value changed costs that value, not its thousand tokens."""
+) -> tuple[dict[str, list[tuple[str, int]]], dict[str, list[tuple[str, int]]]]:
+    """The load tokens of the slot values ``before`` held and ``now`` does not, and the other way round,
+    by label in slot order: a value read again is the very object read before
+    (``metadata.read_slot_value``), so a server whose one value changed costs that value, not its thousand
+    tokens."""
     old = before.values if before is not None else {}
     new = now.values if now is not None else {}
-    gone = [token for slot, value in old.items() if new.get(slot) is not value for token in value.load]
-    came = [token for slot, value in new.items() if old.get(slot) is not value for token in value.load]
+    gone = _by_label(old[slot] for slot in sorted(old) if new.get(slot) is not old[slot])
+    came = _by_label(new[slot] for slot in sorted(new) if old.get(slot) is not new[slot])
     return gone, came
 
 
-def _by_label(found: ServerAliases) -> dict[str, list[tuple[str, int]]]:
-    """Label -> (token text, N) of each of the server's editable tokens of it, in slot order."""
+def _by_label(values: Iterable[SlotValue]) -> dict[str, list[tuple[str, int]]]:
+    """Label -> (token text, N) of each load token of ``values``, in their order: one pass, grouped, so
+    that each label's entries are looked up once per server rather than once per token."""
     tokens: dict[str, list[tuple[str, int]]] = {}
-    for text, label, index in found.editable_load():
-        tokens.setdefault(label, []).append((text, index))
+    for value in values:
+        for text, label, index in value.load:
+            if (held := tokens.get(label)) is None:
+                tokens[label] = [(text, index)]
+            else:
+                held.append((text, index))
     return tokens
 
 

@@ -76,6 +76,8 @@ class LoadBalancers:
 
     def homes(self, targets: Iterable[str]) -> frozenset[str]:
         """The load balancers whose VIP or floating IP is among ``targets``."""
+        if not self._by_address:  # no load balancer: 1,000 names x 500 node addresses go unlooked
+            return frozenset()
         return frozenset(lb_id for target in targets if (lb_id := self._by_address.get(target.strip())))
 
     def addresses_of(self, lb_ids: Iterable[str]) -> tuple[str, ...]:
