@@ -29,7 +29,11 @@ def stored(cluster: Cluster) -> dict[str, Any]:
     configmap = cluster.sim.state.configmap("default", STATE)
     assert configmap is not None
     found: dict[str, Any] = json.loads(configmap["data"][STATE_KEY])
-    return found
+    sets = found["sets"]
+    return {
+        name: {"at": entry["at"], "ips": sets[entry["ips"]], "was": sets[entry["was"]]}
+        for name, entry in found["names"].items()
+    }
 
 
 def ips_of(cluster: Cluster, name: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import patch
 
 from structlog.testing import capture_logs
 
@@ -66,7 +67,9 @@ def test_the_stored_write_times_survive_a_restart_and_the_newer_wins() -> None:
     after.reported({"app.cern.ch": [B], "web.cern.ch": [C]}, T + 120)
 
     assert after.published() == before.published()
-    assert json.loads(stored)["app.cern.ch"] == {"at": T + 10, "ips": [B], "was": [A]}
+    found = json.loads(stored)
+    app = found["names"]["app.cern.ch"]
+    assert (app["at"], found["sets"][app["ips"]], found["sets"][app["was"]]) == (T + 10, [B], [A])
 
     other = PublicationLog()
     other.merge_json(stored)
@@ -77,15 +80,28 @@ def test_the_stored_write_times_survive_a_restart_and_the_newer_wins() -> None:
     assert after.written_at("app.cern.ch") == T + 10
 
 
+BAD_STATES = (
+    "[]",
+    '{"app.cern.ch": {"at": "soon", "ips": [], "was": []}}',
+    "{",
+    '{"x": 1}',
+    '{"format": 3, "sets": [], "names": {}}',
+    '{"format": 2, "sets": [["10.0.0.1"]], "names": {"app.cern.ch": {"at": 1, "ips": 1, "was": 0}}}',
+    '{"format": 2, "sets": [["10.0.0.1"]], "names": {"app.cern.ch": {"at": 1, "ips": true, "was": 0}}}',
+    '{"format": 2, "sets": [[1]], "names": {}}',
+    '{"format": 2, "sets": [], "names": []}',
+)
+
+
 def test_a_stored_value_it_did_not_write_is_said_and_ignored() -> None:
     log = PublicationLog()
     log.reported({"app.cern.ch": [A]}, T)
 
     with capture_logs() as logs:
-        for bad in ("[]", '{"app.cern.ch": {"at": "soon", "ips": [], "was": []}}', "{", '{"x": 1}'):
+        for bad in BAD_STATES:
             log.merge_json(bad)
 
-    assert [entry["event"] for entry in logs] == 4 * [
+    assert [entry["event"] for entry in logs] == len(BAD_STATES) * [
         "webhook state: the DNS write times are unreadable and ignored"
     ]
     assert log.published() == {"app.cern.ch": Published(frozenset({A}))}
@@ -103,9 +119,62 @@ def test_a_removed_name_forgotten_is_not_brought_back_by_the_state_stored_before
 
     log.merge_json(stored)
     assert log.published() == {}
-    assert set(json.loads(log.to_json())) == set()
+    assert json.loads(log.to_json())["names"] == {}
 
     log.merge_json("{}")  # stored without them: nothing left to remember
     log.written(["gone.cern.ch"], T + 4000)  # written again: a new life
     log.reported({"gone.cern.ch": [C]}, T + 4060)
     assert log.published()["gone.cern.ch"].written_at == T + 4000
+
+
+def _cluster_log(nodes: int, names: int) -> PublicationLog:
+    """Every name on every ingress node, then one node more: each name has its addresses and former ones."""
+    log = PublicationLog()
+    ips = [f"10.{i // 250}.{i % 250}.7" for i in range(nodes)]
+    log.reported({f"app{i:04d}.cern.ch": ips for i in range(names)}, T)
+    log.written([f"app{i:04d}.cern.ch" for i in range(names)], T + 10)
+    log.reported({f"app{i:04d}.cern.ch": [*ips, "10.9.9.9"] for i in range(names)}, T + 60)
+    return log
+
+
+def test_the_state_of_a_large_cluster_fits_a_configmap_many_times_over() -> None:
+    """One list of addresses per name made the state of 300 nodes x 1,000 names 3.7 MiB, over a ConfigMap's
+    1 MiB: it was never stored. The carrier rule puts every name on the same nodes: two sets here."""
+    log = _cluster_log(500, 1000)
+    stored = log.to_json()
+
+    assert len(stored) < 64 * 1024
+    again = PublicationLog()
+    again.merge_json(stored)
+    assert again.published() == log.published()
+    assert again.written_at("app0999.cern.ch") == T + 10
+
+
+def test_a_state_written_by_the_version_before_is_read() -> None:
+    stored = json.dumps({"app.cern.ch": {"at": T + 10, "ips": [B], "was": [A]}})
+
+    log = PublicationLog()
+    log.merge_json(stored)
+
+    assert log.written_at("app.cern.ch") == T + 10
+    assert log.published() == {"app.cern.ch": Published(frozenset({B}), frozenset({A}), T + 10)}
+
+
+def test_past_its_budget_the_state_keeps_every_write_time_and_says_it_left_the_addresses_out() -> None:
+    log = PublicationLog()
+    log.reported({f"app{i:04d}.cern.ch": [f"10.0.{i // 250}.{i % 250}"] for i in range(50)}, T)
+    log.written([f"app{i:04d}.cern.ch" for i in range(50)], T + 10)
+    log.reported({f"app{i:04d}.cern.ch": [f"10.0.{i // 250}.{i % 250}"] for i in range(50)}, T + 60)
+
+    with patch("landb_webhook.provider.publications.BUDGET", 1000), capture_logs() as logs:
+        stored = log.to_json()
+
+    assert json.loads(stored)["sets"] == []
+    assert [entry["event"] for entry in logs] == [
+        "webhook state: the DNS names' addresses are too many to store; their write times are stored alone"
+    ]
+    after = PublicationLog()
+    after.merge_json(stored)
+    after.reported({f"app{i:04d}.cern.ch": [f"10.0.{i // 250}.{i % 250}"] for i in range(50)}, T + 120)
+    assert after.written_at("app0049.cern.ch") == T + 10
+    assert after.published() == log.published()
