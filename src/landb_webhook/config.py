@@ -32,9 +32,10 @@ the service, and no mistake either when they are set."""
 DNS_PORT = 53
 DEFAULT_MAX_REQUEST_BODY = 2**20
 """The largest request body read by default (LANDB_MAX_REQUEST_BODY): 1 MiB. external-dns sends ~200
-bytes per desired name (300 names: 60 KB; a first ApplyChanges twice that, with the TXT claims), so
-1 MiB is ~5,000 names, more than an ingress node's metadata quota can carry; `serve` peaks at ~177 MiB
-on it, under the chart's 192 MiB memory request."""
+bytes per desired name (300 names: 60 KB; a first ApplyChanges twice that, with the TXT claims), but the
+ApplyChanges of a node joining or leaving carries every name's addresses twice, ~26 bytes per name and
+ingress node: 1 MiB holds ~40,000 of those (300 names on 130 ingress nodes). Records warns when the cluster
+outgrows it. `serve` peaks at ~177 MiB on a 1 MiB body, under the chart's 192 MiB memory request."""
 
 
 def flag_and_variable(field: str) -> str:
@@ -65,9 +66,10 @@ class Settings(BaseSettings):
         DEFAULT_MAX_REQUEST_BODY,
         ge=2**16,
         le=2**25,
-        description="Largest webhook request body in bytes (default 1 MiB: ~5,000 desired names, more "
-        "than an ingress node's metadata can carry); a larger one is refused with a 503 naming this "
-        "setting. Decoding costs ~16x the body in memory: raise the pod's memory with it.",
+        description="Largest webhook request body in bytes (default 1 MiB: ~5,000 desired names; a node "
+        "joining or leaving sends ~26 bytes per name and ingress node, and Records warns when that would "
+        "not fit); a larger one is refused with a 503 naming this setting. Decoding costs ~16x the body "
+        "in memory: raise the pod's memory with it.",
     )
     api_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         [],

@@ -103,6 +103,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             window_seconds=settings.removal_window,
         ),
         write_fence_margin=settings.upstream_timeout,
+        max_request_body=settings.max_request_body,
     )
 
 

@@ -523,3 +523,21 @@ def test_the_claim_write_is_fenced_too_and_nothing_is_written_once_the_lease_is_
     assert ports.ownership.records() == []
     refused = {"reason": "writer_lease_lost"}
     assert cluster.metrics.registry.get_sample_value("landb_webhook_refused_changes_total", refused) == 1
+
+
+def test_records_says_when_a_node_joining_would_overflow_the_request_body_limit(make_cluster: Any) -> None:
+    """The ApplyChanges of a node joining carries every name's addresses twice: past the body limit it
+    is a 503 every loop and the node never carries a name. Records says so before it happens."""
+    cluster = make_cluster(ingress_nodes=3, max_request_body=2**16)
+    with capture_logs() as logs:
+        cluster.want(*(f"app{i:02d}.cern.ch" for i in range(20)))
+        cluster.settle()
+    assert not [line for line in logs if line["event"].startswith("request body limit too small")]
+
+    with capture_logs() as logs:
+        cluster.want(*(f"app{i:02d}.cern.ch" for i in range(60)))
+        cluster.settle()
+        cluster.provider.records()
+    [said] = [line for line in logs if line["event"].startswith("request body limit too small")]
+    assert (said["names"], said["ingress_addresses"], said["limit_bytes"]) == (60, 3, 2**16)
+    assert said["hint"].startswith("set LANDB_MAX_REQUEST_BODY to at least 1048576 ")

@@ -75,6 +75,7 @@ class RecordsView:
         self._report_frozen_outside_ingress(inventory)
         metrics.ingress_nodes.set(len(inventory.ingress_server_ids()))
         self._report_aliases(inventory, unowned=len(unowned))
+        self._report_body_room(inventory, names=len(aliases))
         metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
         return [*aliases, *self._plain_alias_records(inventory), *claims]
 
@@ -121,6 +122,29 @@ class RecordsView:
         metrics.nodes_without_server.set(len(inventory.unresolved_nodes()))
         options = self._context.options
         metrics.names_needing_attention.set(count_needing_attention(inventory, domain=options.dns_domain))
+
+    def _report_body_room(self, inventory: Inventory, *, names: int) -> None:
+        """Say when the ApplyChanges of a node joining or leaving would be refused as too large: it moves
+        every name's carriers, and external-dns sends each name's addresses twice (before and after). At
+        150 ingress nodes x 300 names that is 1.1 MiB, over the default 1 MiB: every such loop would get a
+        503 until the limit is raised, and the node would never carry its names."""
+        limit = self._context.options.max_request_body
+        if limit is None or not names:
+            return
+        addresses = inventory.ips_of(inventory.ingress_server_ids())
+        needed = apply_body_estimate(names, addresses)
+        if needed > limit:
+            self._context.warn_once(
+                "LANDB_MAX_REQUEST_BODY",
+                "request body limit too small for this cluster: external-dns' ApplyChanges after a node "
+                "joins or leaves would be refused (503) until it is raised",
+                names=names,
+                ingress_addresses=len(addresses),
+                estimated_bytes=needed,
+                limit_bytes=limit,
+                hint=f"set LANDB_MAX_REQUEST_BODY to at least {_next_mib(needed)} and the pod's memory "
+                "request ~16x the increase higher",
+            )
 
     def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:
         names = node_names(inventory) if unowned else {}
@@ -214,6 +238,24 @@ class RecordsView:
                 labels=endpoint.labels,
             )
         return [*(aliases[label] for label in sorted(aliases)), *passed]
+
+
+NAME_OVERHEAD_BYTES = 600
+"""Per name and side of an update, besides its addresses: DNS name, type, TTL, labels, and the TXT claim
+external-dns may send beside it."""
+
+
+def apply_body_estimate(names: int, addresses: Sequence[str]) -> int:
+    """The body of an ApplyChanges that gives every name one carrier more: each name before (these
+    addresses) and after (one more), as external-dns encodes them (``"10.0.0.7",``)."""
+    listed = sum(len(address) + 3 for address in addresses)
+    widest = max((len(address) for address in addresses), default=15) + 3
+    return names * (2 * listed + widest + 2 * NAME_OVERHEAD_BYTES)
+
+
+def _next_mib(size: int) -> int:
+    """``size`` rounded up to a whole MiB, in bytes."""
+    return -(-size // 2**20) * 2**20
 
 
 def _problems(verdict: Verdict) -> str:
