@@ -63,6 +63,9 @@ class Cell:
     minimum_reads: int
     writes: ApplyWrites
     apply_error: str | None = None
+    apply_body_bytes: int = 0
+    """The ApplyChanges body external-dns' plan sent (0: no apply); over LANDB_MAX_REQUEST_BODY the sidecar
+    answers 503 (the benchmark calls the provider directly, so it is measured here, not refused)."""
 
     @property
     def counts(self) -> CallCounts:
@@ -266,7 +269,8 @@ def _loop(
     current = wire.decode_endpoints(call("records"))
     adjusted = wire.decode_endpoints(call("adjust", wire.encode_endpoints(_desired(aliases))))
     changes = plan(current, adjusted, owner=OWNER).changes
-    error = None if changes == Changes() else call("apply", wire.encode_changes(changes))
+    body = b"" if changes == Changes() else wire.encode_changes(changes)
+    error = call("apply", body) if body else None
     after = _snapshot(state)
     history = state.metadata_history()
     return Cell(
@@ -284,6 +288,7 @@ def _loop(
         minimum_reads=minimum_reads(config.cluster_nodes),
         writes=apply_writes(before, history),
         apply_error=error,
+        apply_body_bytes=len(body),
     )
 
 

@@ -27,6 +27,7 @@ from bench.run import RESULTS, _bytecode_like_a_deployment
 from bench.scenarios import EVENTS, Config
 from bench.strategies import OURS
 from bench.worker import PROFILE_DIR
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 
 SIZES = (Config(30, 5000, 300), Config(150, 5000, 300), Config(300, 5000, 1000), Config(500, 10000, 1000))
 SLOPE_TARGET = 1.1
@@ -121,8 +122,8 @@ def summary_table(by_config: Sequence[tuple[Config, Sequence[Cell]]]) -> list[st
     rows = [
         "| ingress x aliases (servers) | R+A CPU steady / settling / worst (ms) | +1 node Apply wall / bound "
         "| relabel Apply wall / bound | writes = min | Records Nova reads | log lines (worst loop) "
-        "| peak RSS MB | end state |",
-        "|---|---|---|---|---|---:|---:|---:|---|",
+        "| largest ApplyChanges body | peak RSS MB | end state |",
+        "|---|---|---|---|---|---:|---:|---|---:|---|",
     ]
     for config, cells in by_config:
         steady, settling = _read_cpu("steady state")(cells), _read_cpu("settling loop")(cells)
@@ -132,11 +133,14 @@ def summary_table(by_config: Sequence[tuple[Config, Sequence[Cell]]]) -> list[st
         lines = max(sum(t.log_lines for t in c.timings.values()) for c in cells)
         correct = all(c.converged for c in cells)
         errors = sorted({c.apply_error[:60] for c in cells if c.apply_error})
+        body = max(cells, key=lambda c: c.apply_body_bytes)
+        over = " **over the default limit**" if body.apply_body_bytes > DEFAULT_MAX_REQUEST_BODY else ""
         rows.append(
             f"| {config.ingress} x {config.aliases} ({config.project:,}) "
             f"| {_fmt(steady)} / {_fmt(settling)} / {_fmt(worst)} "
             f"| {_ratio(_event(cells, '+1 ingress node'))} | {_ratio(_event(cells, 'node relabelled out'))} "
-            f"| {minimal} of {len(cells)} | {reads} | {lines} | {_peak_rss(cells):.0f} "
+            f"| {minimal} of {len(cells)} | {reads} | {lines} "
+            f"| {body.apply_body_bytes / 2**20:.2f} MiB ({body.event}){over} | {_peak_rss(cells):.0f} "
             f"| {'correct' if correct else '**not converged**'}{'; ' + '; '.join(errors) if errors else ''} |"
         )
     return rows
