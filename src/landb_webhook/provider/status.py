@@ -206,7 +206,7 @@ class _ServerHoldings:
     A write changes a few of a server's values and leaves the others the very objects read before
     (``metadata.read_slot_value``): only the changed values' holdings are made again, and only the names
     they hold are reported changed. The -1 alias event writes one value on each of 500 servers; rebuilding
-    each server's thousand holdings cost ~8 s of CPU in one Records."""
+    each server's thousand holdings cost ~8 s of CPU in one analysis."""
 
     def __init__(self, node: Node, server_id: str, health: HealthPolicy) -> None:
         self.node = node
@@ -321,8 +321,8 @@ def _by_index_then_key(holding: Holding) -> tuple[int, str]:
 class StatusAnalysis:
     """``analyse``, kept from one call to the next: a call analyses again only the slot values that changed
     (every value of a server whose node changed) and the names they hold or held; a change of claims
-    changes only the claimed names' owners. Records analyses the cluster after each write, and one Holding
-    per token of 500 servers cost seconds of CPU for one server's change."""
+    changes only the claimed names' owners. With LANDB_ADOPT_EXISTING, Records asks it after each write,
+    and one Holding per token of 500 servers cost seconds of CPU for one server's change."""
 
     def __init__(self, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH) -> None:
         self.domain = domain
