@@ -19,7 +19,7 @@ from landb_simulator.external_dns import ownership_record
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
 from landb_webhook.backends import UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.landb.metadata import read_aliases
+from landb_webhook.landb.metadata import PARSED_VALUES, read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError, LandbProvider, ProviderOptions
 from landb_webhook.wiring import ask_openstack_once, build_provider
@@ -541,3 +541,37 @@ def test_records_says_when_a_node_joining_would_overflow_the_request_body_limit(
     [said] = [line for line in logs if line["event"].startswith("request body limit too small")]
     assert (said["names"], said["ingress_addresses"], said["limit_bytes"]) == (60, 3, 2**16)
     assert said["hint"].startswith("set LANDB_MAX_REQUEST_BODY to at least 1048576 ")
+
+
+def test_the_read_after_an_apply_parses_nothing_the_apply_wrote_and_still_sees_the_rest(
+    make_cluster: Any,
+) -> None:
+    """After a first publish of 1,000 names on 500 nodes the next Records parsed and indexed 500,000
+    tokens it had just written. The apply hands what it wrote to the next read; what someone else changes
+    meanwhile is read as usual."""
+    cluster = make_cluster(ingress_nodes=3)
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    cluster.want("app.cern.ch", "web.cern.ch", "db.cern.ch")
+    cluster.loop()  # writes web and db on every ingress node
+
+    parsed = PARSED_VALUES.parsed
+    records = cluster.provider.records()
+    assert PARSED_VALUES.parsed == parsed
+    assert sorted(e.dns_name for e in records if e.record_type == "A") == [
+        "app.cern.ch",
+        "db.cern.ch",
+        "web.cern.ch",
+    ]
+
+    cluster.want("app.cern.ch", "web.cern.ch", "db.cern.ch", "new.cern.ch")
+    cluster.loop()
+    parsed = PARSED_VALUES.parsed
+    hand = cluster.server_id(cluster.nodes[0])
+    edited = {**cluster.sim.state.server(hand).metadata, "landb-alias9": "byhand--load-7-"}
+    cluster.sim.state.set_metadata_direct(hand, edited)
+
+    records = cluster.provider.records()
+    assert PARSED_VALUES.parsed == parsed + 1  # the hand-made value only
+    assert "byhand.cern.ch" in {e.dns_name for e in records}
+    assert "new.cern.ch" in {e.dns_name for e in records}

@@ -30,7 +30,7 @@ from landb_replay import (
 from landb_strategies import GENEROUS_QUOTA, Scenario, scenarios
 
 from landb_webhook.landb.metadata import read_aliases, slot_number
-from landb_webhook.landb.plan import Plan, Refusal, ServerState, carriers
+from landb_webhook.landb.plan import Plan, Refusal, ServerState, carriers, metadata_after
 
 
 def is_frozen_refusal(refusal: Refusal) -> bool:
@@ -300,3 +300,13 @@ def test_load_tokens_change_only_by_what_the_plan_reports(scenario: Scenario) ->
         removed = set(server_plan.removed) if server_plan else set()
         assert set(after_tokens - before_tokens) == added
         assert set(before_tokens - after_tokens) <= removed
+
+
+@given(scenarios(quota="any"))
+def test_the_metadata_an_apply_expects_is_what_nova_holds_once_its_writes_landed(scenario: Scenario) -> None:
+    """The apply hands it to the next read (``InventoryReader.wrote``), which then parses nothing it wrote:
+    it must be exactly what Nova answers, or that read would keep a state Nova does not hold."""
+    plan = scenario.plan()
+    after = by_id(apply_plan(scenario.servers, plan))
+    for server_plan in plan.servers:
+        assert metadata_after(server_plan) == after[server_plan.server.server_id].metadata

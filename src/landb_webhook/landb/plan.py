@@ -80,6 +80,16 @@ class Refusal(NamedTuple):
     ``capacity`` (value length, metadata quota): a fixed word for metrics, and to tell them apart."""
 
 
+def metadata_after(plan: ServerPlan) -> dict[str, str]:
+    """The server's metadata once both of its writes landed: each POST merges, then its DELETEs remove."""
+    metadata = dict(plan.server.metadata)
+    for write in (plan.make_write, plan.break_write):
+        metadata.update(write.upserts)
+        for key in write.deletes:
+            metadata.pop(key, None)
+    return metadata
+
+
 @dataclass(frozen=True)
 class Plan:
     servers: tuple[ServerPlan, ...] = ()

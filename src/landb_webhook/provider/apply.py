@@ -64,7 +64,7 @@ from landb_webhook.backends import OwnershipStore, Server, ServerStore, Upstream
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.loadbalancers import plan_tags
-from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, plan_changes
+from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, metadata_after, plan_changes
 from landb_webhook.provider import publications
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named
@@ -103,6 +103,12 @@ class Outcome:
     """Why the rest of the plan was not sent: the writer lease was no longer certain."""
     tags: TagOutcome = NO_TAG_WRITES
     """How the load balancers' tag writes went (provider.loadbalancers)."""
+
+    def landed(self, plans: Sequence[ServerPlan]) -> list[ServerPlan]:
+        """The plans whose every write landed (in a dry run: would have)."""
+        missed = {f.plan.server.server_id for f in self.failures}
+        missed |= {p.server.server_id for p in self.held_back}
+        return [p for p in plans if p.server.server_id not in missed]
 
     def failed_labels(self) -> set[str]:
         """Labels whose change did not fully land: their TXT claims must stay."""
@@ -290,7 +296,8 @@ class Applier:
             fence,
         )
 
-        # 9. bookkeeping: one summary line, the servers to remember and the window stored, the answer.
+        # 9. bookkeeping: one summary line, what was written handed to the next read (it need not parse
+        # it again), the servers to remember and the window stored, the answer.
         carried_before = inventory.carriers().keys() | lbs.carriers().keys()
         self._log_summary(
             plan,
@@ -301,6 +308,9 @@ class Applier:
             created=(publish - carried_before) - unfinished,
             removed=(withdraw & carried_before) - unfinished,
         )
+        if not options.dry_run:
+            landed = outcome.landed(plan.servers)
+            self._inventory.wrote(inventory, {p.server.server_id: metadata_after(p) for p in landed})
         owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
         self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
         self._finish(outcome, refused + outcome.tags.problems(lbs.named))

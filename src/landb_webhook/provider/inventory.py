@@ -6,7 +6,7 @@ import functools
 import ipaddress
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from threading import Lock
 
 from landb_webhook.backends import Node, NodeSource, Server, ServerStore
@@ -239,6 +239,33 @@ class InventoryReader:
                 inventory.carry_over(self._last)
             self._last = inventory
         return inventory
+
+    def wrote(self, read: Inventory, metadata: Mapping[str, Mapping[str, str]]) -> None:
+        """The writes of an apply planned on ``read`` landed: ``metadata`` is server id -> its metadata as
+        they left it. The next read finds those servers' values already parsed and indexed (a server whose
+        metadata is then exactly this keeps its state), so the loop after a write reads only what someone
+        else changed: after a first publish of 1,000 names on 500 nodes that loop parsed and indexed
+        500,000 tokens, seconds of CPU. Done here, by the apply; nothing if another read came since."""
+        if not metadata:
+            return
+        with self._lock:
+            if self._last is not read:
+                return
+        servers = {
+            node: replace(server, metadata=metadata[server.id]) if server.id in metadata else server
+            for node, server in read.servers.items()
+        }
+        departed = tuple(
+            (gone, replace(server, metadata=metadata[server.id]) if server.id in metadata else server)
+            for gone, server in read.departed
+        )
+        written = replace(read, servers=servers, departed=departed)
+        written.carry_over(read)
+        written.carriers()
+        written.holders()
+        with self._lock:
+            if self._last is read:
+                self._last = written
 
     def recent(self) -> Inventory:
         with self._lock:
