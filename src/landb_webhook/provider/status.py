@@ -527,7 +527,9 @@ def count_needing_attention(inventory: Inventory, *, domain: str) -> int:
             continue
         held = (editable.keys() | pinned.keys()) & nodes_of.keys()
         flagged += bool(held) and (
-            bool(plain.get(label)) or _holders_disagree(held, editable, pinned, nodes_of)
+            bool(plain.get(label))
+            or (not shared and not held <= ingress)  # a node relabelled out: every name it holds
+            or _holders_disagree(held, editable, pinned, nodes_of)
         )
     return flagged
 
