@@ -22,6 +22,7 @@ from landb_webhook.logs import (
     get_logger,
     is_secret_key,
     redact_every_form,
+    redact_secrets,
     redact_text,
     register_secrets,
     registered_secrets,
@@ -346,3 +347,10 @@ def test_distinct_warnings_are_each_said_and_the_limiter_remembers_at_most_max_k
     [overflow] = said(logs, "too many distinct warnings: some were not logged")
     assert overflow["not_logged"] == 10_000 - 100 - 1
     assert len(limiter) <= 100
+
+
+@given(st.lists(st.lists(st.one_of(_SECRETISH, st.text(max_size=8)), max_size=6).map("".join), max_size=8))
+def test_a_list_of_texts_is_redacted_as_each_of_them_would_be(texts: list[str]) -> None:
+    """A list is scanned once, joined, when that finds nothing; else text by text."""
+    redacted = redact_secrets(None, "info", {"event": "written", "tokens": texts})
+    assert redacted["tokens"] == [redact_text(text) for text in texts]
