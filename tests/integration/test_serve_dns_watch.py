@@ -103,7 +103,7 @@ def test_serve_follows_a_name_from_the_write_to_published_and_stores_the_write_t
     assert published[0]["event"].startswith("onair.cern.ch resolves to its 3 ingress nodes, ")
     state = simulator.state.configmap(NAMESPACE, "landb-webhook-ownership-state")
     assert state is not None
-    assert "onair.cern.ch" in json.loads(state["data"][STATE_KEY])
+    assert "onair.cern.ch" in json.loads(state["data"][STATE_KEY])["names"]
     status, _, metrics = http_get(webhook.health_port, "/metrics")
     assert status == 200
     assert 'landb_webhook_dns_names{state="published"} 1.0' in metrics.decode()
