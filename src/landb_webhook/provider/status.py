@@ -9,7 +9,7 @@ the ownership records.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -275,10 +275,14 @@ class _ServerHoldings:
         self, tokens: Iterable[tuple[str, str, int]], *, frozen: bool = True
     ) -> dict[str, list[Holding]]:
         """label -> a holding per (key, label, N) of ``tokens``, in order."""
-        make = _holding_maker(self.node, self.server_id, self._health)
+        node, server_id = self.node, self.server_id
+        serving = node.ready and not node.deleting
+        unhealthy = _health_problems(node, self._health)
         made: dict[str, list[Holding]] = {}
         for key, label, index in tokens:
-            holding = make(label, index, key, frozen)
+            holding = Holding(
+                label, index, node.name, server_id, key, frozen, node.is_ingress, serving, unhealthy
+            )
             if (held := made.get(label)) is None:
                 made[label] = [holding]
             else:
@@ -299,19 +303,6 @@ class _ServerHoldings:
             return False
         self.by_label[label] = merged
         return True
-
-
-def _holding_maker(
-    node: Node, server_id: str, health: HealthPolicy
-) -> Callable[[str, int, str, bool], Holding]:
-    """(label, N, key, frozen) -> its Holding on this node's server."""
-    serving = node.ready and not node.deleting
-    unhealthy = _health_problems(node, health)
-
-    def make(label: str, index: int, key: str, frozen: bool) -> Holding:
-        return Holding(label, index, node.name, server_id, key, frozen, node.is_ingress, serving, unhealthy)
-
-    return make
 
 
 def _by_index_then_key(holding: Holding) -> tuple[int, str]:
