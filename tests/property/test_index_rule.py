@@ -357,18 +357,26 @@ def server_plan(server_id: str, added: tuple[LoadToken, ...], removed: tuple[Loa
 
 def test_lost_indices_remember_removals_and_forget_comebacks_and_withdrawn_names() -> None:
     memory = LostIndices()
-    memory.record(
-        Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),)), withdrawn=()
-    )
+    memory.record(added=(), removed=[("app", "a", 2), ("web", "a", 0)], withdrawn=())
     assert memory.preferred() == {"app": {"a": 2}, "web": {"a": 0}}
-    memory.record(Plan(servers=(server_plan("a", (LoadToken("app", 2),), ()),)), withdrawn={"web"})
+    memory.record(added=[("app", "a", 2)], removed=(), withdrawn={"web"})
+    assert memory.preferred() == {}
+
+
+def test_lost_indices_record_a_plans_tokens_as_the_apply_hands_them_over() -> None:
+    memory = LostIndices()
+    removing = Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),))
+    memory.record(removing.added_indices(), removing.removed_indices(), withdrawn=())
+    assert memory.preferred() == {"app": {"a": 2}, "web": {"a": 0}}
+    adding = Plan(servers=(server_plan("a", (LoadToken("app", 2),), ()),))
+    memory.record(adding.added_indices(), adding.removed_indices(), withdrawn={"web"})
     assert memory.preferred() == {}
 
 
 def test_lost_indices_stay_within_their_limit_dropping_the_oldest() -> None:
     memory = LostIndices(limit=2)
     for server_id in ("a", "b", "c"):
-        memory.record(Plan(servers=(server_plan(server_id, (), (LoadToken("app", 1),)),)), withdrawn=())
+        memory.record(added=(), removed=[("app", server_id, 1)], withdrawn=())
     assert memory.preferred() == {"app": {"b": 1, "c": 1}}
 
 

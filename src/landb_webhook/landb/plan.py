@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from landb_webhook.landb.holders import Holders
-from landb_webhook.landb.indices import indices_for_alias
+from landb_webhook.landb.indices import HeldIndex, indices_for_alias
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
 from landb_webhook.landb.packing import ValueTooLong, add_tokens_within, remove_tokens
@@ -94,6 +94,14 @@ def metadata_after(plan: ServerPlan) -> dict[str, str]:
 class Plan:
     servers: tuple[ServerPlan, ...] = ()
     refusals: tuple[Refusal, ...] = ()
+
+    def added_indices(self) -> Iterator[HeldIndex]:
+        """(alias label, server id, N) of each token the plan adds: what ``LostIndices.record`` forgets."""
+        return ((t.label, p.server.server_id, t.index) for p in self.servers for t in p.added)
+
+    def removed_indices(self) -> Iterator[HeldIndex]:
+        """(alias label, server id, N) of each token the plan removes: what ``LostIndices.record`` keeps."""
+        return ((t.label, p.server.server_id, t.index) for p in self.servers for t in p.removed)
 
 
 def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
