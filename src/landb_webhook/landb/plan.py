@@ -235,10 +235,12 @@ def plan_changes(
                     adds[sid].append(LoadToken(label, index))
             removes[sid].extend((text, LoadToken(label, n)) for text, n in mine if text != keeping)
 
-    return _per_server(order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota)
+    return writes_per_server(
+        order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota
+    )
 
 
-def _per_server(
+def writes_per_server(
     order: Sequence[ServerState],
     adds: Mapping[str, list[LoadToken]],
     removes: Mapping[str, list[tuple[str, LoadToken]]],
@@ -249,7 +251,11 @@ def _per_server(
     quota: int,
 ) -> Plan:
     """Each server's make and break writes from the additions and removals every label asked of it:
-    packed once per server, with all of its additions together."""
+    packed once per server, with all of its additions together.
+
+    The second half of ``plan_changes``, public because the straightforward planner it is checked against
+    (tests/property/test_plan_reference.py) shares it on purpose: the reference restates the per-alias
+    half, the index rule fed from a scan of every server, and packs with this one."""
     # A server asked for nothing is not written: skipping it keeps a one-alias change from packing
     # and comparing every value of the cluster.
     order = [s for s in order if s.server_id in adds or s.server_id in removes]
