@@ -24,29 +24,53 @@ from landb_replay import (
 )
 from landb_strategies import GENEROUS_QUOTA, Scenario, scenarios
 
+from landb_webhook.landb import indices as index_rule
 from landb_webhook.landb.indices import LostIndices, assign_indices
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, Plan, ServerPlan, ServerState, carriers
+from support.rule_tables import table_rows
+
+# -- the cases of the rule's docstring: one entry per row of its table, the row as its id ----------------
+
+# fmt: off
+CASES = [  # held, pinned, wanted, floor, preferred, expected; the id: carriers now | wanted | result
+    pytest.param({"a": [0], "b": [1]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2},
+                 id="a:0 b:1 | a b c | a:0 b:1 c:2 (only c is written)"),
+    pytest.param({"a": [0], "b": [1], "c": [2]}, {}, ["a", "c"], 0, {}, {"a": 0, "c": 2},
+                 id="a:0 b:1 c:2 | a c | a:0 c:2 (only b is written)"),
+    pytest.param({"a": [0], "c": [2]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2},
+                 id="a:0 c:2 | a b c | a:0 b:1 c:2 (the gap is filled)"),
+    pytest.param({}, {}, ["a", "b"], 1, {}, {"a": 1, "b": 2},
+                 id="none, floor 1 | a b | a:1 b:2"),
+    pytest.param({}, {"a": [3]}, ["a", "b"], 0, {}, {"a": 3, "b": 0},
+                 id="a:*3 | a b | a:3 (no token of ours) b:0"),
+    pytest.param({"a": [0]}, {"b": [0]}, ["a", "b"], 0, {}, {"a": 1, "b": 0},
+                 id="a:0 b:*0 (a hand edit) | a b | b:0 (pinned), a:1"),
+    pytest.param({"a": [0], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 0, "b": 1},
+                 id="a:0 b:0 | a b | a:0 b:1 (first in order keeps it)"),
+    pytest.param({"a": [0, 1], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 1, "b": 0},
+                 id="a:0,1 b:0 | a b | b:0 (one N only), a:1 (drops its 0)"),
+    pytest.param({"a": [0, 1]}, {}, ["a"], 0, {}, {"a": 0},
+                 id="a:0,1 | a | a:0 (its smallest; the 1 is dropped)"),
+    pytest.param({"a": [0]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 0, "b": 1},
+                 id="a:0, b lost 1 and comes back | a b | a:0 b:1 (its last N, still free)"),
+    pytest.param({"a": [1]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 1, "b": 0},
+                 id="a:1, b lost 1 and comes back | a b | a:1 b:0 (taken: the smallest free)"),
+    pytest.param({"x": [0]}, {}, ["a"], 0, {}, {"a": 1},
+                 id="x:0 (about to lose it) | a | a:1 (x's 0 is not reused)"),
+]
+# fmt: on
 
 
-@pytest.mark.parametrize(
-    ("held", "pinned", "wanted", "floor", "preferred", "expected"),
-    [
-        ({"a": [0], "b": [1]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2}),
-        ({"a": [0], "b": [1], "c": [2]}, {}, ["a", "c"], 0, {}, {"a": 0, "c": 2}),
-        ({"a": [0], "c": [2]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2}),
-        ({}, {}, ["a", "b"], 1, {}, {"a": 1, "b": 2}),
-        ({}, {"a": [3]}, ["a", "b"], 0, {}, {"a": 3, "b": 0}),
-        ({"a": [0]}, {"b": [0]}, ["a", "b"], 0, {}, {"a": 1, "b": 0}),
-        ({"a": [0], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 0, "b": 1}),
-        ({"a": [0, 1], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 1, "b": 0}),
-        ({"a": [0, 1]}, {}, ["a"], 0, {}, {"a": 0}),
-        ({"a": [0]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 0, "b": 1}),
-        ({"a": [1]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 1, "b": 0}),
-        ({"x": [0]}, {}, ["a"], 0, {}, {"a": 1}),
-    ],
-)
+def test_each_row_of_the_rules_docstring_is_a_case_below_in_its_order() -> None:
+    rows = table_rows(index_rule.__doc__, starts_row="carriers now")
+    assert [case.id for case in CASES] == [
+        f"{row['carriers now']} | {row['wanted']} | {row['result']}" for row in rows
+    ]
+
+
+@pytest.mark.parametrize(("held", "pinned", "wanted", "floor", "preferred", "expected"), CASES)
 def test_the_cases_of_the_rules_docstring(
     held: dict[str, list[int]],
     pinned: dict[str, list[int]],
