@@ -33,7 +33,7 @@ RESULTS = Path(__file__).parent / "results"
 BYTECODE_CACHE = Path.home() / ".cache" / "landb-webhook" / "bench-pycache"
 
 
-def _bytecode_like_a_deployment() -> None:
+def bytecode_like_a_deployment() -> None:
     """Let the strategy processes use compiled bytecode, as an installed image does.
 
     Without it (``PYTHONDONTWRITEBYTECODE``), every process compiles the kubernetes client's 4 MB
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = tuple(Config(*(int(n) for n in text.split(","))) for text in args.config)
         grid = "chosen"
     latency = args.latency_ms / 1000
-    _bytecode_like_a_deployment()
+    bytecode_like_a_deployment()
     started = time.monotonic()
     note = environment_note()
     cells: list[Cell] = []

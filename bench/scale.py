@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.measure import Cell, environment_note, run_config
 from bench.report import cell_table
-from bench.run import RESULTS, _bytecode_like_a_deployment
+from bench.run import RESULTS, bytecode_like_a_deployment
 from bench.scenarios import EVENTS, Config
 from bench.strategies import OURS
 from bench.worker import PROFILE_DIR
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         tuple(Config(*(int(n) for n in text.split(","))) for text in args.config) if args.config else SIZES
     )
     events = EVENTS[: args.events]
-    _bytecode_like_a_deployment()
+    bytecode_like_a_deployment()
     note = environment_note()
     started = time.monotonic()
     by_config: list[tuple[Config, Sequence[Cell]]] = []

@@ -395,6 +395,13 @@ class WebhookProcess:
         self.stop()
         self.start()
 
+    def kill(self) -> None:
+        """SIGKILL, as a node that dies does it: no shutdown, nothing released (a lease stays held until
+        it expires); returns once the process is gone."""
+        assert self._process is not None, "the webhook is not running"
+        self._process.kill()
+        self._process.wait()
+
     @property
     def pid(self) -> int:
         assert self._process is not None, "the webhook is not running"

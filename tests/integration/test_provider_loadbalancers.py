@@ -24,6 +24,7 @@ from landb_webhook.landb.propagation import State
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
 from support.homes import watching
+from support.metrics import counted
 from support.provider_cluster import OWNER, Cluster
 
 VIP_APP, VIP_WEB, FLOATING_WEB = "188.184.30.10", "188.184.30.20", "137.138.40.9"
@@ -200,9 +201,8 @@ def test_dry_run_writes_no_tag(make_cluster: Any, lbs: LoadBalancers) -> None:
 
     assert lbs.puts() == []
     assert lbs.tags(lbs.app) == (SERVICE_TAG,)
-    writes = cluster.metrics.load_balancer_tag_writes_total
-    assert writes.labels(result="dry_run")._value.get() == 1
-    assert writes.labels(result="ok")._value.get() == 0
+    assert counted(cluster.metrics, "load_balancer_tag_writes_total", result="dry_run") == 1
+    assert counted(cluster.metrics, "load_balancer_tag_writes_total", result="ok") == 0
 
 
 def test_a_name_moving_between_nodes_and_load_balancers_always_has_a_home(
@@ -358,7 +358,7 @@ def test_a_create_of_a_name_someone_else_tagged_is_refused_and_changes_nothing(
     assert lbs.puts() == []
     assert lbs.tags(lbs.web) == ()
     assert claims(cluster) == set()
-    assert cluster.metrics.refused_changes_total.labels(reason="not_owned")._value.get() == 1
+    assert counted(cluster.metrics, "refused_changes_total", reason="not_owned") == 1
 
 
 class Clock:

@@ -17,6 +17,7 @@ from landb_simulator.external_dns import plan
 from landb_webhook.provider import ApplyError, RemovalGuard
 from landb_webhook.webhook.wire import encode_changes
 from support.fake_time import FakeTime
+from support.metrics import counted
 from support.provider_cluster import OWNER, api_writes
 from support.serving import serving
 
@@ -28,8 +29,7 @@ def published(cluster: Any) -> set[str]:
 
 
 def refusals(cluster: Any) -> float:
-    value: float = cluster.metrics.refused_changes_total.labels(reason="removal_guard")._value.get()
-    return value
+    return counted(cluster.metrics, "refused_changes_total", reason="removal_guard")
 
 
 def test_removing_more_than_the_share_is_refused_and_nothing_is_written(make_cluster: Any) -> None:

@@ -159,11 +159,11 @@ def test_no_secret_reaches_a_log_line_or_an_error_body_whatever_upstreams_answer
         ):
             statuses.append(status)
             bodies.append(body)
-        issued.update(state.identity._tokens)
+        issued.update(state.identity.issued())
 
     credentials = state.credentials
     loop("first")
-    issued_token = next(iter(state.identity._tokens))
+    issued_token = state.identity.issued()[0]
     # Upstream bodies that echo secrets: a bare configured value, `token <v>`, `bearer <v>`.
     # (Only the webhook's own configured credentials can be known by value: it logs in with the password.)
     echoes = f"{credentials.password} token {issued_token} bearer {credentials.kubernetes_token}"

@@ -24,29 +24,53 @@ from landb_replay import (
 )
 from landb_strategies import GENEROUS_QUOTA, Scenario, scenarios
 
+from landb_webhook.landb import indices as index_rule
 from landb_webhook.landb.indices import LostIndices, assign_indices
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, Plan, ServerPlan, ServerState, carriers
+from support.rule_tables import table_rows
+
+# -- the cases of the rule's docstring: one entry per row of its table, the row as its id ----------------
+
+# fmt: off
+CASES = [  # held, pinned, wanted, floor, preferred, expected; the id: carriers now | wanted | result
+    pytest.param({"a": [0], "b": [1]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2},
+                 id="a:0 b:1 | a b c | a:0 b:1 c:2 (only c is written)"),
+    pytest.param({"a": [0], "b": [1], "c": [2]}, {}, ["a", "c"], 0, {}, {"a": 0, "c": 2},
+                 id="a:0 b:1 c:2 | a c | a:0 c:2 (only b is written)"),
+    pytest.param({"a": [0], "c": [2]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2},
+                 id="a:0 c:2 | a b c | a:0 b:1 c:2 (the gap is filled)"),
+    pytest.param({}, {}, ["a", "b"], 1, {}, {"a": 1, "b": 2},
+                 id="none, floor 1 | a b | a:1 b:2"),
+    pytest.param({}, {"a": [3]}, ["a", "b"], 0, {}, {"a": 3, "b": 0},
+                 id="a:*3 | a b | a:3 (no token of ours) b:0"),
+    pytest.param({"a": [0]}, {"b": [0]}, ["a", "b"], 0, {}, {"a": 1, "b": 0},
+                 id="a:0 b:*0 (a hand edit) | a b | b:0 (pinned), a:1"),
+    pytest.param({"a": [0], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 0, "b": 1},
+                 id="a:0 b:0 | a b | a:0 b:1 (first in order keeps it)"),
+    pytest.param({"a": [0, 1], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 1, "b": 0},
+                 id="a:0,1 b:0 | a b | b:0 (one N only), a:1 (drops its 0)"),
+    pytest.param({"a": [0, 1]}, {}, ["a"], 0, {}, {"a": 0},
+                 id="a:0,1 | a | a:0 (its smallest; the 1 is dropped)"),
+    pytest.param({"a": [0]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 0, "b": 1},
+                 id="a:0, b lost 1 and comes back | a b | a:0 b:1 (its last N, still free)"),
+    pytest.param({"a": [1]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 1, "b": 0},
+                 id="a:1, b lost 1 and comes back | a b | a:1 b:0 (taken: the smallest free)"),
+    pytest.param({"x": [0]}, {}, ["a"], 0, {}, {"a": 1},
+                 id="x:0 (about to lose it) | a | a:1 (x's 0 is not reused)"),
+]
+# fmt: on
 
 
-@pytest.mark.parametrize(
-    ("held", "pinned", "wanted", "floor", "preferred", "expected"),
-    [
-        ({"a": [0], "b": [1]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2}),
-        ({"a": [0], "b": [1], "c": [2]}, {}, ["a", "c"], 0, {}, {"a": 0, "c": 2}),
-        ({"a": [0], "c": [2]}, {}, ["a", "b", "c"], 0, {}, {"a": 0, "b": 1, "c": 2}),
-        ({}, {}, ["a", "b"], 1, {}, {"a": 1, "b": 2}),
-        ({}, {"a": [3]}, ["a", "b"], 0, {}, {"a": 3, "b": 0}),
-        ({"a": [0]}, {"b": [0]}, ["a", "b"], 0, {}, {"a": 1, "b": 0}),
-        ({"a": [0], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 0, "b": 1}),
-        ({"a": [0, 1], "b": [0]}, {}, ["a", "b"], 0, {}, {"a": 1, "b": 0}),
-        ({"a": [0, 1]}, {}, ["a"], 0, {}, {"a": 0}),
-        ({"a": [0]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 0, "b": 1}),
-        ({"a": [1]}, {}, ["a", "b"], 0, {"b": 1}, {"a": 1, "b": 0}),
-        ({"x": [0]}, {}, ["a"], 0, {}, {"a": 1}),
-    ],
-)
+def test_each_row_of_the_rules_docstring_is_a_case_below_in_its_order() -> None:
+    rows = table_rows(index_rule.__doc__, starts_row="carriers now")
+    assert [case.id for case in CASES] == [
+        f"{row['carriers now']} | {row['wanted']} | {row['result']}" for row in rows
+    ]
+
+
+@pytest.mark.parametrize(("held", "pinned", "wanted", "floor", "preferred", "expected"), CASES)
 def test_the_cases_of_the_rules_docstring(
     held: dict[str, list[int]],
     pinned: dict[str, list[int]],
@@ -357,18 +381,26 @@ def server_plan(server_id: str, added: tuple[LoadToken, ...], removed: tuple[Loa
 
 def test_lost_indices_remember_removals_and_forget_comebacks_and_withdrawn_names() -> None:
     memory = LostIndices()
-    memory.record(
-        Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),)), withdrawn=()
-    )
+    memory.record(added=(), removed=[("app", "a", 2), ("web", "a", 0)], withdrawn=())
     assert memory.preferred() == {"app": {"a": 2}, "web": {"a": 0}}
-    memory.record(Plan(servers=(server_plan("a", (LoadToken("app", 2),), ()),)), withdrawn={"web"})
+    memory.record(added=[("app", "a", 2)], removed=(), withdrawn={"web"})
+    assert memory.preferred() == {}
+
+
+def test_lost_indices_record_a_plans_tokens_as_the_apply_hands_them_over() -> None:
+    memory = LostIndices()
+    removing = Plan(servers=(server_plan("a", (), (LoadToken("app", 2), LoadToken("web", 0))),))
+    memory.record(removing.added_indices(), removing.removed_indices(), withdrawn=())
+    assert memory.preferred() == {"app": {"a": 2}, "web": {"a": 0}}
+    adding = Plan(servers=(server_plan("a", (LoadToken("app", 2),), ()),))
+    memory.record(adding.added_indices(), adding.removed_indices(), withdrawn={"web"})
     assert memory.preferred() == {}
 
 
 def test_lost_indices_stay_within_their_limit_dropping_the_oldest() -> None:
     memory = LostIndices(limit=2)
     for server_id in ("a", "b", "c"):
-        memory.record(Plan(servers=(server_plan(server_id, (), (LoadToken("app", 1),)),)), withdrawn=())
+        memory.record(added=(), removed=[("app", server_id, 1)], withdrawn=())
     assert memory.preferred() == {"app": {"b": 1, "c": 1}}
 
 

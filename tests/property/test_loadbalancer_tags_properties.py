@@ -1,5 +1,5 @@
 """Properties of the load balancer tags (landb/loadbalancers.py): the tag form, what a write keeps, and
-the apply ordering of tag writes (make before break)."""
+the apply ordering of tag writes (make before break), and the cases of its docstring, row by row."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from landb_webhook.landb import loadbalancers
 from landb_webhook.landb.loadbalancers import (
     TagPlan,
     TagWrite,
@@ -19,6 +20,7 @@ from landb_webhook.landb.loadbalancers import (
     tags_after,
 )
 from landb_webhook.landb.names import InvalidName
+from support.rule_tables import table_rows
 
 labels = st.sampled_from(["app", "web", "api", "x1", "a-b"])
 lb_ids = st.sampled_from(["lb-1", "lb-2", "lb-3"])
@@ -147,3 +149,63 @@ def test_a_name_moving_between_load_balancers_is_added_before_it_is_removed() ->
     assert plan == TagPlan(
         make_writes=(TagWrite("lb-2", add=("app",)),), break_writes=(TagWrite("lb-1", remove=("app",)),)
     )
+
+
+# -- the cases of the rule's docstring: one entry per row of its table, the row's case as its id ----------
+# The make and break cells are lb-1's writes in the table's words; the last row is about the other tags.
+
+# fmt: off
+WRITES = [  # lb-1 and lb-2's aliases now, wanted, leaving -> lb-1's make write, its break write
+    pytest.param({"lb-1": set()}, {"app": {"lb-1"}}, set(), "add", "-",
+                 id="gains a name"),
+    pytest.param({"lb-1": {"app"}}, {"app": {"lb-2"}}, set(), "-", "remove",
+                 id="loses a name that moves elsewhere"),
+    pytest.param({"lb-1": {"old"}}, {"new": {"lb-1"}, "old": set()}, {"old"}, "add + remove", "-",
+                 id="loses a name leaving DNS, gains another"),
+    pytest.param({"lb-1": {"old"}}, {"old": set()}, {"old"}, "-", "remove",
+                 id="loses a name leaving DNS, gains nothing"),
+]
+KEPT = [  # the same, lb-1 also holding tags we do not own or do not write -> them after each write
+    pytest.param({"lb-1": {"app"}}, {"web": {"lb-1"}, "app": {"lb-2"}}, set(), "kept", "kept",
+                 id="carries a tag we do not own or do not write"),
+]
+# fmt: on
+FOREIGN = ("owner=me", "landb-alias=App")
+
+
+def test_each_row_of_the_rules_docstring_is_a_case_below_in_its_order() -> None:
+    rows = table_rows(loadbalancers.__doc__, starts_row="the load balancer ...")
+    assert [(case.id, *case.values[3:]) for case in (*WRITES, *KEPT)] == [
+        (row["the load balancer ..."], row["make write"], row["break write"]) for row in rows
+    ]
+
+
+def _in_the_tables_words(writes: tuple[TagWrite, ...]) -> str:
+    """lb-1's write in one phase: ``add``, ``remove``, ``add + remove``, or ``-`` for none."""
+    mine = [write for write in writes if write.load_balancer_id == "lb-1"]
+    if not mine:
+        return "-"
+    (write,) = mine
+    return " + ".join(word for word, done in (("add", write.add), ("remove", write.remove)) if done)
+
+
+@pytest.mark.parametrize(("carried", "wanted", "leaving", "make", "brk"), WRITES)
+def test_the_writes_of_the_rules_docstring(
+    carried: dict[str, set[str]], wanted: dict[str, set[str]], leaving: set[str], make: str, brk: str
+) -> None:
+    plan = plan_tags(carried, wanted, leaving=leaving)
+    assert (_in_the_tables_words(plan.make_writes), _in_the_tables_words(plan.break_writes)) == (make, brk)
+
+
+@pytest.mark.parametrize(("carried", "wanted", "leaving", "make", "brk"), KEPT)
+def test_the_other_tags_of_the_rules_docstring(
+    carried: dict[str, set[str]], wanted: dict[str, set[str]], leaving: set[str], make: str, brk: str
+) -> None:
+    plan = plan_tags(carried, wanted, leaving=leaving)
+    tags = [*FOREIGN, *(alias_tag(label) for label in sorted(carried["lb-1"]))]
+    after = []
+    for phase in (plan.make_writes, plan.break_writes):
+        (write,) = (write for write in phase if write.load_balancer_id == "lb-1")
+        tags = tags_after(tags, write.add, write.remove)
+        after.append("kept" if set(FOREIGN) <= set(tags) else "dropped")
+    assert after == [make, brk]

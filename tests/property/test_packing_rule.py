@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from landb_webhook.landb import packing
 from landb_webhook.landb.metadata import join_tokens
 from landb_webhook.landb.names import LoadToken
-from landb_webhook.landb.packing import ValueTooLong, add_tokens, remove_tokens
+from landb_webhook.landb.packing import ValueTooLong, add_tokens, add_tokens_within, remove_tokens
+from support.rule_tables import table_rows
 
 Layout = dict[int, tuple[str, ...]]
 
@@ -232,33 +234,74 @@ def test_the_layout_is_the_straightforward_packers_exactly(edit: Edit) -> None:
     assert edit.add() == straightforward_add(edit)
 
 
-@pytest.mark.parametrize(
-    ("slots", "max_length", "added", "unavailable", "expected"),
-    [
-        ({1: ("aa",)}, 11, ["cc", "bb"], [], {1: ("aa", "bb", "cc")}),
-        ({1: ("aa", "bb", "cc")}, 11, ["dd", "ee"], [], {1: ("aa", "bb", "cc", "dd"), 2: ("ee",)}),
-        ({1: ("aa", "bb"), 2: ("cc",)}, 8, ["dd", "ee"], [], {1: ("aa", "bb"), 2: ("cc", "dd", "ee")}),
-        ({1: ("aaaaaaa",), 2: ("bbbb",)}, 9, ["cc", "d"], [], {1: ("aaaaaaa",), 2: ("bbbb", "cc", "d")}),
-        ({1: ("aaaaaaa",), 3: ("bbbbbbb",)}, 9, ["cc"], [], {1: ("aaaaaaa",), 3: ("bbbbbbb",), 2: ("cc",)}),
-        ({}, 11, ["aa"], [1], {2: ("aa",)}),
-    ],
-)
+# -- the cases of the rule's docstring: one entry per row of its table, the row's why as its id -------------
+
+# fmt: off
+ADDITIONS = [  # slots, max_length, added, unavailable -> expected
+    pytest.param({1: ("aa",)}, 11, ["cc", "bb"], [], {1: ("aa", "bb", "cc")},
+                 id="all fit the first slot"),
+    pytest.param({1: ("aa", "bb", "cc")}, 11, ["dd", "ee"], [], {1: ("aa", "bb", "cc", "dd"), 2: ("ee",)},
+                 id="dd fits, ee no longer"),
+    pytest.param({1: ("aa", "bb"), 2: ("cc",)}, 8, ["dd", "ee"], [], {1: ("aa", "bb"), 2: ("cc", "dd", "ee")},
+                 id="the first slot fitting them all"),
+    pytest.param({1: ("aaaaaaa",), 2: ("bbbb",)}, 9, ["cc", "d"], [],
+                 {1: ("aaaaaaa",), 2: ("bbbb", "cc", "d")}, id="d joins the slot cc rewrote, not slot 1"),
+    pytest.param({1: ("aaaaaaa",), 3: ("bbbbbbb",)}, 9, ["cc"], [],
+                 {1: ("aaaaaaa",), 3: ("bbbbbbb",), 2: ("cc",)}, id="smallest free number"),
+    pytest.param({}, 11, ["aa"], [1], {2: ("aa",)},
+                 id="never a frozen key's number"),
+]
+REMOVALS = [  # from 1: aa,bb  2: cc, removed -> expected
+    pytest.param(["aa"], {1: ("bb",), 2: ("cc",)},
+                 id="the rest stay in place"),
+    pytest.param(["cc"], {1: ("aa", "bb")},
+                 id="an empty slot is deleted"),
+]
+TOO_LONG = [  # slots, added, max_length
+    pytest.param({1: ("aa",)}, ["abcdefgh"], 5,
+                 id="can never be written"),
+]
+OVER_QUOTA = [  # slots, max_length, added, new_keys -> expected, left_out
+    pytest.param({1: ("aaaaaaa",)}, 9, ["cc", "d"], 0, {1: ("aaaaaaa", "d")}, ("cc",),
+                 id="over quota: what fits"),
+]
+# fmt: on
+
+
+def test_each_row_of_the_rules_docstring_is_a_case_below_in_its_order() -> None:
+    rows = table_rows(packing.__doc__, starts_row="max")
+    cases = [*ADDITIONS, *REMOVALS, *TOO_LONG, *OVER_QUOTA]
+    assert [case.id for case in cases] == [row["why"] for row in rows]
+
+
+@pytest.mark.parametrize(("slots", "max_length", "added", "unavailable", "expected"), ADDITIONS)
 def test_the_additions_of_the_rules_docstring(
     slots: Layout, max_length: int, added: list[str], unavailable: list[int], expected: Layout
 ) -> None:
     assert add_tokens(slots, added, max_length, unavailable=unavailable) == expected
 
 
-@pytest.mark.parametrize(
-    ("gone", "expected"), [(["aa"], {1: ("bb",), 2: ("cc",)}), (["cc"], {1: ("aa", "bb")})]
-)
+@pytest.mark.parametrize(("gone", "expected"), REMOVALS)
 def test_the_removals_of_the_rules_docstring(gone: list[str], expected: Layout) -> None:
     assert remove_tokens({1: ("aa", "bb"), 2: ("cc",)}, gone) == expected
 
 
-def test_the_over_long_token_of_the_rules_docstring() -> None:
+@pytest.mark.parametrize(("slots", "added", "max_length"), TOO_LONG)
+def test_the_over_long_token_of_the_rules_docstring(slots: Layout, added: list[str], max_length: int) -> None:
     with pytest.raises(ValueTooLong):
-        add_tokens({1: ("aa",)}, ["abcdefgh"], 5)
+        add_tokens(slots, added, max_length)
+
+
+@pytest.mark.parametrize(("slots", "max_length", "added", "new_keys", "expected", "left_out"), OVER_QUOTA)
+def test_the_over_quota_row_of_the_rules_docstring(
+    slots: Layout,
+    max_length: int,
+    added: list[str],
+    new_keys: int,
+    expected: Layout,
+    left_out: tuple[str, ...],
+) -> None:
+    assert add_tokens_within(slots, added, max_length, new_keys=new_keys) == (expected, left_out)
 
 
 def test_new_tokens_are_appended_together_to_the_first_key_with_room_for_all() -> None:

@@ -14,13 +14,7 @@ from landb_strategies import Scenario, scenarios
 
 from landb_webhook.landb.indices import assign_indices
 from landb_webhook.landb.names import LoadToken
-from landb_webhook.landb.plan import (
-    Plan,
-    Refusal,
-    ServerState,
-    _per_server,
-    plan_changes,
-)
+from landb_webhook.landb.plan import Plan, Refusal, ServerState, plan_changes, writes_per_server
 
 
 def straightforward_plan(
@@ -76,7 +70,9 @@ def straightforward_plan(
                     adds[server.server_id].append(LoadToken(label, index))
             removes[server.server_id].extend((text, token) for text, token in mine if text != keeping)
 
-    return _per_server(order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota)
+    return writes_per_server(
+        order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota
+    )
 
 
 @st.composite

@@ -1,10 +1,13 @@
-"""Properties of DNS PROPAGATION (landb/propagation.py): one check of one name, judged."""
+"""Properties of DNS PROPAGATION (landb/propagation.py): one check of one name, judged; the cases of its
+docstring, row by row."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from landb_webhook.landb import propagation
 from landb_webhook.landb.propagation import (
     CONFLICT_AFTER_SYNC_PERIODS,
     Addresses,
@@ -19,6 +22,7 @@ from landb_webhook.landb.propagation import (
     judge,
     transition,
 )
+from support.rule_tables import table_rows
 
 PERIOD = 900.0
 START = 1_800_000_000.0
@@ -224,3 +228,49 @@ def test_the_published_line_says_how_many_nodes_and_how_long_after_the_write() -
 
     assert change is not None
     assert describe(change) == "myapp.cern.ch resolves to its 3 ingress nodes, 11 min after the write"
+
+
+# -- the cases of the rule's docstring: one entry per row of its table, what DNS answers as its id --------
+# Each case: what we publish (carriers 10.0.0.1-2, former carrier 10.0.0.3), then checks at seconds after
+# the write; the states the checks give, and the state the name is known by at the end.
+
+A, B, FORMER, FOREIGN = "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.9"
+CARRIED = Published(frozenset({A, B}), frozenset({FORMER}), START)
+REMOVED = Published(frozenset(), frozenset({FORMER}), START)
+
+# fmt: off
+ROWS = [  # published, [(seconds after the write, answer)] -> states, known at the end
+    pytest.param(CARRIED, [(60, Addresses(frozenset({A, B})))], ["published"], "published",
+                 id="exactly the carriers' IPs"),
+    pytest.param(CARRIED, [(60, Addresses(frozenset({A, B, FORMER})))], ["stale"], "stale",
+                 id="every carrier's IP, and IPs of former carriers"),
+    pytest.param(REMOVED, [(60, Addresses(frozenset({FORMER})))], ["stale"], "stale",
+                 id="former carriers' IPs only, for a removed name"),
+    pytest.param(CARRIED, [(60, Addresses(frozenset({A})))], ["pending"], "pending",
+                 id="some carrier's IP missing, nothing foreign"),
+    pytest.param(CARRIED, [(60, NoName())], ["pending"], "pending",
+                 id="NXDOMAIN / no A record, name still carried"),
+    pytest.param(REMOVED, [(60, NoName())], ["gone"], "gone",
+                 id="NXDOMAIN / no A record, name removed"),
+    pytest.param(CARRIED, [(60, Addresses(frozenset({A, FOREIGN}))), (LIMIT + 60, Alias("x.cern.ch."))],
+                 ["pending", "conflict"], "conflict",
+                 id="an IP we never published, or a CNAME"),
+    pytest.param(CARRIED, [(60, Addresses(frozenset({A, B}))), (120, NoAnswer("timed out"))],
+                 ["published", "unknown"], "published",
+                 id="nothing: the resolver failed or timed out"),
+]
+# fmt: on
+
+
+def test_each_row_of_the_rules_docstring_is_a_case_below_in_its_order() -> None:
+    rows = table_rows(propagation.__doc__, starts_row="DNS answers")
+    assert [case.id for case in ROWS] == [row["DNS answers"] for row in rows]
+
+
+@pytest.mark.parametrize(("published", "checks", "states", "known"), ROWS)
+def test_the_cases_of_the_rules_docstring(
+    published: Published, checks: list[tuple[float, Answer]], states: list[str], known: str
+) -> None:
+    judged = replay(published, [(START + seconds, answer) for seconds, answer in checks])
+    assert [judgement.state for judgement in judged] == states
+    assert judged[-1].known == known

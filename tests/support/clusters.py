@@ -16,8 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from landb_simulator import Simulator
-from landb_simulator.manifests import node_manifest, pod_manifest
-from landb_simulator.state import _set_ready
+from landb_simulator.manifests import node_manifest, pod_manifest, set_ready
 from support.kube_apiserver import KubeApiServer
 
 Obj = dict[str, Any]
@@ -169,7 +168,7 @@ class RealCluster:
     ) -> None:
         """What the kubelet (True/False) or the node lifecycle controller (Unknown) writes."""
         node = self._plain(self.core.read_node_status(name))
-        _set_ready(node, "True" if ready else status)
+        set_ready(node, "True" if ready else status)
         self.core.replace_node_status(name, node)
 
     def cordon_node(self, name: str, cordoned: bool = True) -> None:
@@ -199,7 +198,7 @@ class RealCluster:
 
     def set_pod_ready(self, namespace: str, name: str, ready: bool) -> None:
         pod = self._plain(self.core.read_namespaced_pod_status(name, namespace))
-        _set_ready(pod, "True" if ready else "False", "ContainersReady")
+        set_ready(pod, "True" if ready else "False", "ContainersReady")
         self.core.replace_namespaced_pod_status(name, namespace, pod)
 
     def delete_pod(self, namespace: str, name: str) -> None:

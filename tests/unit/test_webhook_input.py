@@ -22,6 +22,7 @@ from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.webhook.wire import MEDIA_TYPE
 from support.memory_provider import InMemoryProvider
+from support.metrics import counted
 from support.serving import Webhook, serving
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "http_bodies.json"
@@ -58,8 +59,7 @@ class _Slot:
 
 
 def rejected(webhook: Webhook, reason: str) -> float:
-    value: float = webhook.metrics.rejected_requests_total.labels(reason=reason)._value.get()
-    return value
+    return counted(webhook.metrics, "rejected_requests_total", reason=reason)
 
 
 def raw_content_type(reply: Any) -> bytes:

@@ -46,10 +46,9 @@ The N a carrier loses is remembered (``LostIndices``) so that, coming back, it i
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from landb_webhook.landb.plan import Plan
+HeldIndex = tuple[str, str, int]
+"""(alias label, server id, N): one carrier's token of an alias, as ``LostIndices.record`` takes it."""
 
 
 def assign_indices(
@@ -178,15 +177,17 @@ class LostIndices:
             found.setdefault(label, {})[server_id] = index
         return found
 
-    def record(self, plan: Plan, withdrawn: Iterable[str]) -> None:
-        """Remember the tokens ``plan`` removes, forget those it adds back and the withdrawn aliases."""
-        for server_plan in plan.servers:
-            server_id = server_plan.server.server_id
-            for token in server_plan.added:
-                self._last.pop((token.label, server_id), None)
-            for token in server_plan.removed:
-                self._last.pop((token.label, server_id), None)
-                self._last[(token.label, server_id)] = token.index
+    def record(
+        self, added: Iterable[HeldIndex], removed: Iterable[HeldIndex], withdrawn: Iterable[str]
+    ) -> None:
+        """Remember the Ns ``removed`` takes off their servers, forget those ``added`` gives back and the
+        ``withdrawn`` aliases. (A plan's tokens, not the plan: the index rule knows nothing of the
+        planner, which uses it.)"""
+        for label, server_id, _ in added:
+            self._last.pop((label, server_id), None)
+        for label, server_id, index in removed:
+            self._last.pop((label, server_id), None)
+            self._last[(label, server_id)] = index
         gone = set(withdrawn)
         for key in [key for key in self._last if key[0] in gone]:
             del self._last[key]

@@ -18,6 +18,8 @@ leaves DNS altogether) rides along with that load balancer's make write when it 
 | loses a name leaving DNS, gains another      | add + remove          | -                      |
 | loses a name leaving DNS, gains nothing      | -                     | remove                 |
 | carries a tag we do not own or do not write  | kept                  | kept                   |
+
+tests/property/test_loadbalancer_tags_properties.py checks these rows.
 """
 
 from __future__ import annotations

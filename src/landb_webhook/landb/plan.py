@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from landb_webhook.landb.holders import Holders
-from landb_webhook.landb.indices import indices_for_alias
+from landb_webhook.landb.indices import HeldIndex, indices_for_alias
 from landb_webhook.landb.metadata import ServerAliases, Slots, join_tokens, read_aliases, slot_key
 from landb_webhook.landb.names import LoadToken, dns_name_for
 from landb_webhook.landb.packing import ValueTooLong, add_tokens_within, remove_tokens
@@ -94,6 +94,14 @@ def metadata_after(plan: ServerPlan) -> dict[str, str]:
 class Plan:
     servers: tuple[ServerPlan, ...] = ()
     refusals: tuple[Refusal, ...] = ()
+
+    def added_indices(self) -> Iterator[HeldIndex]:
+        """(alias label, server id, N) of each token the plan adds: what ``LostIndices.record`` forgets."""
+        return ((t.label, p.server.server_id, t.index) for p in self.servers for t in p.added)
+
+    def removed_indices(self) -> Iterator[HeldIndex]:
+        """(alias label, server id, N) of each token the plan removes: what ``LostIndices.record`` keeps."""
+        return ((t.label, p.server.server_id, t.index) for p in self.servers for t in p.removed)
 
 
 def carriers(servers: Iterable[ServerState]) -> dict[str, set[str]]:
@@ -227,10 +235,12 @@ def plan_changes(
                     adds[sid].append(LoadToken(label, index))
             removes[sid].extend((text, LoadToken(label, n)) for text, n in mine if text != keeping)
 
-    return _per_server(order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota)
+    return writes_per_server(
+        order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota
+    )
 
 
-def _per_server(
+def writes_per_server(
     order: Sequence[ServerState],
     adds: Mapping[str, list[LoadToken]],
     removes: Mapping[str, list[tuple[str, LoadToken]]],
@@ -241,7 +251,11 @@ def _per_server(
     quota: int,
 ) -> Plan:
     """Each server's make and break writes from the additions and removals every label asked of it:
-    packed once per server, with all of its additions together."""
+    packed once per server, with all of its additions together.
+
+    The second half of ``plan_changes``, public because the straightforward planner it is checked against
+    (tests/property/test_plan_reference.py) shares it on purpose: the reference restates the per-alias
+    half, the index rule fed from a scan of every server, and packs with this one."""
     # A server asked for nothing is not written: skipping it keeps a one-alias change from packing
     # and comparing every value of the cluster.
     order = [s for s in order if s.server_id in adds or s.server_id in removes]

@@ -20,7 +20,7 @@ and the clock, together with the name's previous judgement:
 A resolver failure says nothing about the name: it never changes the judgement the name had, nor when
 that began, and no transition is reported for it. A first look (the first check after a start, or the
 one-shot ``status``) cannot know how long DNS has answered something else: it counts from the write.
-Pure: no I/O, no clock of its own.
+Pure: no I/O, no clock of its own. tests/property/test_propagation_properties.py checks the rows above.
 """
 
 from __future__ import annotations

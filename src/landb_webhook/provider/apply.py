@@ -263,7 +263,7 @@ class Applier:
             preferred=self._lost_indices.preferred(),
             holders=inventory.holders(),
         )
-        self._lost_indices.record(plan, withdrawn=withdraw)
+        self._lost_indices.record(plan.added_indices(), plan.removed_indices(), withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
 
         # ... and the load balancers' tag writes (landb.loadbalancers). A name the plan refused keeps its

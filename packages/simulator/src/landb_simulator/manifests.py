@@ -17,6 +17,17 @@ def _timestamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def set_ready(obj: dict[str, Any], status: str, *also: str, since: datetime | None = None) -> None:
+    """What a kubelet writes to a Node's or pod's status: the Ready condition (and ``also`` those) set to
+    ``status``, its lastTransitionTime moved on a change (to ``since`` if given, even without one). The
+    simulator's state applies it to its objects; a test on a real API server to the status it read."""
+    moment = _timestamp() if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for condition in obj.setdefault("status", {}).setdefault("conditions", []):
+        if condition.get("type") in ("Ready", *also) and (condition.get("status") != status or since):
+            condition["status"] = status
+            condition["lastTransitionTime"] = moment
+
+
 def node_manifest(
     name: str,
     labels: Mapping[str, str] | None,

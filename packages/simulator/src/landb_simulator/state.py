@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from landb_simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
 from landb_simulator.kube_store import CONFIGMAPS, NODES, PODS, SERVICES, KubeStore, Obj
-from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest, service_manifest
+from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest, service_manifest, set_ready
 from landb_simulator.octavia_store import LoadBalancerStore
 
 Api = Literal["keystone", "nova", "glance", "octavia", "neutron", "kubernetes"]
@@ -633,7 +633,7 @@ class SimulatorState:
         controller writes when the kubelet stops posting); its lastTransitionTime moves only on a change,
         to now or to ``since`` (a node that has been NotReady for a while, without waiting that long)."""
         condition = "True" if ready else status
-        return self.kube.mutate(NODES, None, name, lambda node: _set_ready(node, condition, since=since))
+        return self.kube.mutate(NODES, None, name, lambda node: set_ready(node, condition, since=since))
 
     def cordon_node(self, name: str, cordoned: bool = True) -> Obj:
         """``kubectl cordon`` / ``uncordon``: spec.unschedulable."""
@@ -671,7 +671,7 @@ class SimulatorState:
             PODS,
             namespace,
             name,
-            lambda pod: _set_ready(pod, "True" if ready else "False", "ContainersReady"),
+            lambda pod: set_ready(pod, "True" if ready else "False", "ContainersReady"),
         )
 
     def delete_pod(self, namespace: str, name: str) -> None:
@@ -729,16 +729,6 @@ class SimulatorState:
     def compact_watch_history(self) -> int:
         """Drop the watch event history: a watch resuming from an older resourceVersion gets 410 Gone."""
         return self.kube.compact()
-
-
-def _set_ready(obj: Obj, status: str, *also: str, since: datetime | None = None) -> None:
-    """Set the Ready condition (and ``also`` those) to ``status``, moving lastTransitionTime on a change
-    (to ``since`` if given, even without one)."""
-    moment = _timestamp() if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for condition in obj.setdefault("status", {}).setdefault("conditions", []):
-        if condition.get("type") in ("Ready", *also) and (condition.get("status") != status or since):
-            condition["status"] = status
-            condition["lastTransitionTime"] = moment
 
 
 def _check_vm_state(vm_state: str) -> None:
