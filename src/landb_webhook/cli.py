@@ -164,11 +164,8 @@ def _comma_list(value: str) -> list[str]:
 
 def _environment_epilog() -> str:
     """The current value of every setting the environment changes, since the list above shows defaults."""
-    present = [
-        f"  {ENV_PREFIX}{field.upper()}={os.environ[ENV_PREFIX + field.upper()]}"
-        for field in Settings.model_fields
-        if ENV_PREFIX + field.upper() in os.environ
-    ]
+    fields = {ENV_PREFIX + field.upper() for field in Settings.model_fields}
+    present = [f"  {name}={value}" for name, value in sorted(os.environ.items()) if name.upper() in fields]
     text = (
         "Current values: the defaults above, except these set in the environment now (a flag overrides "
         "them):\n" + "\n".join(present)
