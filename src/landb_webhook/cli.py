@@ -441,7 +441,7 @@ def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
 def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) -> int:
     """Run ``run`` on freshly connected adapters; any failure is one line on stderr and exit code 1
     (with a traceback in the log at debug level)."""
-    from landb_webhook.wiring import connected_backends  # noqa: PLC0415 (imports every adapter)
+    from landb_webhook.wiring import connected_backends, ownership_namespace_hint  # noqa: PLC0415 (imports every adapter)
 
     configure_logging(_quieter(settings.log_level), settings.log_format)
     try:
@@ -455,7 +455,12 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) 
         return EXIT_READER_LEFT
     except Exception as error:
         if isinstance(error, UpstreamError):
-            print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
+            hint = ownership_namespace_hint(settings, error)
+            print(
+                f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}"
+                + (f"; {hint}" if hint else ""),
+                file=sys.stderr,
+            )
         else:  # an unknown cloud, an unexpected failure
             print(f"{PROG} {command}: {type(error).__name__}: {error}", file=sys.stderr)
         _log.debug("traceback", exc_info=True)
