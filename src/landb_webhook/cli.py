@@ -355,6 +355,7 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             txt_prefix=args.txt_prefix,
             txt_suffix=args.txt_suffix,
             domain=settings.dns_domain,
+            ingress_selector=settings.ingress_selector,
         )
         stored = None if dry_run else len(store_claims(ports.ownership, plan))
         print(adoption_text(plan, _read_from(settings, lease=False), dry_run=dry_run, stored=stored))

@@ -104,6 +104,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
         ),
         write_fence_margin=settings.upstream_timeout,
         max_request_body=settings.max_request_body,
+        ingress_selector=settings.ingress_selector,
     )
 
 
