@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from landb_webhook.config import Settings
+from support.alert_rules import rules
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
@@ -65,3 +66,16 @@ def test_every_file_the_documents_and_deploy_files_name_exists() -> None:
         if not (REPO_ROOT / path).exists()
     }
     assert missing == set()
+
+
+def test_every_alert_is_named_in_the_readme_and_has_a_section_in_operations_saying_what_to_do() -> None:
+    """An alert nobody can act on at 3 a.m. is noise: each one of deploy/prometheus-rules.yaml has a
+    ``### `Name` `` section in docs/operations.md with a **Do:** paragraph, and the README names it."""
+    alerts = [rule["alert"] for rule in rules()]
+    operations = (REPO_ROOT / "docs" / "operations.md").read_text()
+    sections = dict(re.findall(r"^### `(\w+)`\n(.*?)(?=^#)", operations, flags=re.MULTILINE | re.DOTALL))
+    readme = README.read_text()
+
+    assert alerts
+    assert [alert for alert in alerts if "**Do:**" not in sections.get(alert, "")] == []
+    assert [alert for alert in alerts if f"`{alert}`" not in readme] == []
