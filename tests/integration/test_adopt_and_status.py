@@ -518,6 +518,24 @@ def test_adopt_dry_run_prints_the_claims_and_writes_nothing(world: World) -> Non
     assert world.claims() == {}
 
 
+def test_adopt_under_a_selector_that_matches_no_node_says_so_naming_it(world: World) -> None:
+    controller_aliases(world)
+
+    code, out, _ = world.run(
+        "adopt", f"--owner-id={OWNER}", "--all-unclaimed", "--ingress-selector=role=ingres"
+    )
+
+    assert code == 0
+    left = [line for line in out.splitlines() if line.startswith("leave")]
+    assert len(left) == 2
+    assert all(
+        "the ingress selector role=ingres matches none of the 4 nodes: fix LANDB_INGRESS_SELECTOR" in line
+        for line in left
+    )
+    assert "not an ingress node" not in out
+    assert world.claims() == {}
+
+
 def test_adopt_from_a_workstation_writes_where_the_kubeconfig_context_points_and_says_where(
     world: World, tmp_path: Path
 ) -> None:
