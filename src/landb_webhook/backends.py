@@ -50,11 +50,15 @@ class Server:
 class UpstreamError(Exception):
     """A remote API (Nova, Keystone, Kubernetes) failed or timed out; the webhook answers 503."""
 
-    def __init__(self, upstream: str, reason: str, *, retryable: bool = True) -> None:
+    def __init__(
+        self, upstream: str, reason: str, *, retryable: bool = True, status: int | None = None
+    ) -> None:
         super().__init__(f"{upstream}: {reason}")
         self.upstream = upstream
         self.reason = reason
         self.retryable = retryable
+        self.status = status
+        """The HTTP status the upstream answered, None when it answered none (a timeout, a refusal)."""
 
 
 class NodeSource(Protocol):

@@ -164,11 +164,8 @@ def _comma_list(value: str) -> list[str]:
 
 def _environment_epilog() -> str:
     """The current value of every setting the environment changes, since the list above shows defaults."""
-    present = [
-        f"  {ENV_PREFIX}{field.upper()}={os.environ[ENV_PREFIX + field.upper()]}"
-        for field in Settings.model_fields
-        if ENV_PREFIX + field.upper() in os.environ
-    ]
+    fields = {ENV_PREFIX + field.upper() for field in Settings.model_fields}
+    present = [f"  {name}={value}" for name, value in sorted(os.environ.items()) if name.upper() in fields]
     text = (
         "Current values: the defaults above, except these set in the environment now (a flag overrides "
         "them):\n" + "\n".join(present)
@@ -358,6 +355,7 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             txt_prefix=args.txt_prefix,
             txt_suffix=args.txt_suffix,
             domain=settings.dns_domain,
+            ingress_selector=settings.ingress_selector,
         )
         stored = None if dry_run else len(store_claims(ports.ownership, plan))
         print(adoption_text(plan, _read_from(settings, lease=False), dry_run=dry_run, stored=stored))
@@ -444,7 +442,7 @@ def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
 def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) -> int:
     """Run ``run`` on freshly connected adapters; any failure is one line on stderr and exit code 1
     (with a traceback in the log at debug level)."""
-    from landb_webhook.wiring import connected_backends  # noqa: PLC0415 (imports every adapter)
+    from landb_webhook.wiring import connected_backends, ownership_namespace_hint  # noqa: PLC0415 (imports every adapter)
 
     configure_logging(_quieter(settings.log_level), settings.log_format)
     try:
@@ -458,7 +456,12 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) 
         return EXIT_READER_LEFT
     except Exception as error:
         if isinstance(error, UpstreamError):
-            print(f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}", file=sys.stderr)
+            hint = ownership_namespace_hint(settings, error)
+            print(
+                f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}"
+                + (f"; {hint}" if hint else ""),
+                file=sys.stderr,
+            )
         else:  # an unknown cloud, an unexpected failure
             print(f"{PROG} {command}: {type(error).__name__}: {error}", file=sys.stderr)
         _log.debug("traceback", exc_info=True)

@@ -407,12 +407,17 @@ def _port(text: str, port: str) -> int:
 
 def unknown_variables(environment: Mapping[str, str]) -> list[str]:
     """``LANDB_*`` variables that set nothing (a typo would be silently ignored otherwise), each with a
-    hint; the tooling's own names (:data:`NOT_SETTINGS`) are not counted."""
+    hint; the tooling's own names (:data:`NOT_SETTINGS`) are not counted.
+
+    Names are compared in upper case, as the settings are read (pydantic-settings is case-insensitive:
+    ``landb_dry_run`` sets LANDB_DRY_RUN), so ``landb_dryrun`` is refused as ``LANDB_DRYRUN`` is. The
+    environment is the only source the settings read besides the flags (no dotenv, secrets or file)."""
     known = [field.upper() for field in Settings.model_fields]
     found = []
     for name in sorted(environment):
-        suffix = name.removeprefix(ENV_PREFIX)
-        if name.startswith(ENV_PREFIX) and suffix not in known and name not in NOT_SETTINGS:
+        upper = name.upper()
+        suffix = upper.removeprefix(ENV_PREFIX)
+        if upper.startswith(ENV_PREFIX) and suffix not in known and upper not in NOT_SETTINGS:
             close = difflib.get_close_matches(suffix, known, n=1, cutoff=0.8)
             found.append(f"{name} (did you mean {ENV_PREFIX}{close[0]}?)" if close else name)
     return found

@@ -37,7 +37,7 @@ from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
 from landb_webhook.backends import OwnershipStore, StateStore, UpstreamError
-from landb_webhook.config import ENV_PREFIX, SettingError, Settings, parse_resolver
+from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, parse_resolver
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
@@ -104,6 +104,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
         ),
         write_fence_margin=settings.upstream_timeout,
         max_request_body=settings.max_request_body,
+        ingress_selector=settings.ingress_selector,
     )
 
 
@@ -162,6 +163,26 @@ def ownership_namespace(settings: Settings) -> Namespace:
     if settings.ownership_namespace:
         return Namespace(settings.ownership_namespace, f"{ENV_PREFIX}OWNERSHIP_NAMESPACE")
     return current_namespace(settings.kubeconfig)
+
+
+def ownership_namespace_hint(settings: Settings, error: UpstreamError) -> str | None:
+    """What to change when the claims' or the state's ConfigMaps are refused or not found (403, 404),
+    or None for any other failure. From a workstation whose kubeconfig context names no namespace they
+    are looked for in ``default``, where the chart's RBAC grants nothing: the error alone says 403.
+    (The adapters name each ConfigMap call ``... ConfigMap ...`` in the reason.)"""
+    if error.upstream != KUBERNETES or error.status not in {403, 404} or "ConfigMap" not in error.reason:
+        return None
+    namespace = ownership_namespace(settings)
+    setting = flag_and_variable("ownership_namespace")
+    if settings.ownership_namespace:
+        return (
+            f"the claims and the webhook's state are read in namespace {namespace.name}, as {setting} says: "
+            "check it is the webhook's namespace and that your account may read ConfigMaps there"
+        )
+    return (
+        f"the claims and the webhook's state are read in namespace {namespace.name} ({namespace.source}): "
+        f"set {setting} to the webhook's namespace, or run this in its admin pod"
+    )
 
 
 def ownership_store(

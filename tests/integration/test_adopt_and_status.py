@@ -365,6 +365,67 @@ def test_status_stops_at_once_naming_an_api_server_it_cannot_reach(world: World,
     assert len(lines) <= 4  # the HTTP client's own retries, then that line; no node watch retrying
 
 
+FORBIDDEN = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403}
+
+
+def refuse(world: World, path_pattern: str) -> None:
+    """Every Kubernetes request whose path matches is refused as RBAC refuses it."""
+    world.sim.state.inject_fault(
+        api="kubernetes", path_pattern=path_pattern, status=403, body=FORBIDDEN, times=None
+    )
+
+
+@pytest.mark.parametrize("command", ["status", "adopt"])
+def test_a_refused_configmap_read_from_a_context_without_namespace_names_the_namespace_setting(
+    world: World, command: str, tmp_path: Path
+) -> None:
+    """The chart's RBAC grants ConfigMaps in the webhook's namespace only; a kubeconfig context naming no
+    namespace sends the reads to ``default``, where the answer is a bare 403."""
+    kubeconfig = yaml.safe_load(world.config.kubeconfig.read_text())
+    del kubeconfig["contexts"][0]["context"]["namespace"]
+    workstation = tmp_path / "kubeconfig"
+    workstation.write_text(yaml.safe_dump(kubeconfig))
+    refuse(world, r"/namespaces/default/configmaps")
+    args = ["--output=json"] if command == "status" else [f"--owner-id={OWNER}", "--all-unclaimed"]
+
+    code, out, err = world.run(
+        command,
+        *args,
+        flags=[f"--os-cloud={world.config.cloud_name}", f"--kubeconfig={workstation}", "--no-dns-watch"],
+    )
+
+    assert (code, out) == (EXIT_CANNOT_START, "")
+    [line] = [line for line in err.splitlines() if "cannot talk" in line]
+    assert "ConfigMap" in line and "HTTP 403 Forbidden" in line
+    assert line.endswith(
+        "; the claims and the webhook's state are read in namespace default (default: kubeconfig context "
+        "'simulator' names no namespace): set --ownership-namespace (LANDB_OWNERSHIP_NAMESPACE) to the "
+        "webhook's namespace, or run this in its admin pod"
+    )
+
+
+def test_a_refused_configmap_read_in_the_namespace_set_says_to_check_the_setting(world: World) -> None:
+    refuse(world, rf"/namespaces/{NAMESPACE}/configmaps")
+
+    code, _, err = world.run("status")
+
+    assert code == EXIT_CANNOT_START
+    assert err.rstrip().endswith(
+        f"; the claims and the webhook's state are read in namespace {NAMESPACE}, as --ownership-namespace "
+        "(LANDB_OWNERSHIP_NAMESPACE) says: check it is the webhook's namespace and that your account may "
+        "read ConfigMaps there"
+    )
+
+
+def test_a_refused_node_list_is_not_blamed_on_the_namespace(world: World) -> None:
+    refuse(world, r"/api/v1/nodes")
+
+    code, _, err = world.run("status")
+
+    assert code == EXIT_CANNOT_START
+    assert "HTTP 403" in err and "OWNERSHIP_NAMESPACE" not in err
+
+
 def test_status_exits_two_on_invalid_settings(world: World, tmp_path: Path) -> None:
     code, _, err = world.run("status", "--registry=bogus")
     assert code == EXIT_INVALID_SETTINGS
@@ -454,6 +515,24 @@ def test_adopt_dry_run_prints_the_claims_and_writes_nothing(world: World) -> Non
     assert f"the next loop adds it to {world.nodes[2]}" in web
     assert lines[-1] == "2 to claim, 0 left."
     assert world.writes() == []
+    assert world.claims() == {}
+
+
+def test_adopt_under_a_selector_that_matches_no_node_says_so_naming_it(world: World) -> None:
+    controller_aliases(world)
+
+    code, out, _ = world.run(
+        "adopt", f"--owner-id={OWNER}", "--all-unclaimed", "--ingress-selector=role=ingres"
+    )
+
+    assert code == 0
+    left = [line for line in out.splitlines() if line.startswith("leave")]
+    assert len(left) == 2
+    assert all(
+        "the ingress selector role=ingres matches none of the 4 nodes: fix LANDB_INGRESS_SELECTOR" in line
+        for line in left
+    )
+    assert "not an ingress node" not in out
     assert world.claims() == {}
 
 

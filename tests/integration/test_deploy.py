@@ -93,9 +93,14 @@ def helm_chart() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def rendered(helm_chart: tuple[Path, Path]) -> list[dict[str, Any]]:
+    return render(helm_chart)
+
+
+def render(helm_chart: tuple[Path, Path], *flags: str) -> list[dict[str, Any]]:
+    """The chart with deploy/helm/values.yaml (and ``flags``, such as ``--set``), as documents."""
     helm, chart = helm_chart
     completed = subprocess.run(
-        [str(helm), "template", RELEASE, str(chart), "-n", NAMESPACE, "-f", str(VALUES)],
+        [str(helm), "template", RELEASE, str(chart), "-n", NAMESPACE, "-f", str(VALUES), *flags],
         capture_output=True,
         text=True,
         timeout=120,
@@ -204,6 +209,14 @@ def test_the_sidecar_probes_and_port_are_the_webhook_s_own(rendered: list[dict[s
     assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-webhook"}
     service_ports = {p["name"]: p["targetPort"] for p in the(rendered, "Service")["spec"]["ports"]}
     assert service_ports["http-webhook"] == "http-webhook"  # what the ServiceMonitor scrapes
+
+
+def test_the_service_monitor_carries_the_release_label_the_values_set(helm_chart: tuple[Path, Path]) -> None:
+    """kube-prometheus-stack selects ServiceMonitors by ``release``: with monitoring turned on, as the README
+    says, the rendered ServiceMonitor carries the label of deploy/helm/values.yaml."""
+    monitor = the(render(helm_chart, "--set", "serviceMonitor.enabled=true"), "ServiceMonitor")
+
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
 def test_the_pod_is_clean_for_pod_security_restricted_with_a_read_only_root(

@@ -23,6 +23,7 @@ from landb_webhook.landb.metadata import PARSED_VALUES, read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError, LandbProvider, ProviderOptions
 from landb_webhook.wiring import ask_openstack_once, build_provider
+from support.alert_rules import fires_now
 from support.kube_requests import is_watch
 from support.metrics import counted
 from support.provider_cluster import OWNER, Cluster, api_writes, metadata_writes, settings_for
@@ -289,6 +290,54 @@ def test_no_ingress_node_left_is_refused_rather_than_unpublishing_everything(mak
     with pytest.raises(ApplyError, match="no ingress node"):
         cluster.loop()
     assert {n: cluster.aliases(n) for n in cluster.nodes[:2]} == before
+
+
+def test_a_mistyped_ingress_selector_is_said_at_the_first_records_naming_it_once_not_every_loop(
+    make_cluster: Any,
+) -> None:
+    """LANDB_INGRESS_SELECTOR=role=ingres: Records answers (nothing to publish is no outage) and /readyz
+    stays ready, but the first Records says it, the apply's refusal names the selector, the gauge reads 0."""
+    cluster = make_cluster(ingress_nodes=2, workers=1, ingress_selector="role=ingres")
+    ask_openstack_once(cluster.resources).join(timeout=30)
+    with capture_logs() as logs:
+        for _ in range(3):
+            cluster.provider.records()
+
+    [said] = [e for e in logs if e["event"].startswith("no node matches the ingress selector")]
+    assert (said["log_level"], said["ingress_selector"], said["nodes_seen"]) == ("warning", "role=ingres", 3)
+    assert "LANDB_INGRESS_SELECTOR" in said["hint"]
+    assert cluster.gauge("ingress_nodes") == 0
+    assert fires_now("LandbWebhookNoIngressNode", cluster.metrics.registry)
+    readiness = cluster.provider.readiness()
+    assert readiness.ready and "none matching the ingress selector role=ingres" in readiness.reason
+
+    cluster.want("app.cern.ch")
+    with capture_logs() as logs, pytest.raises(ApplyError, match="no ingress node"):
+        cluster.loop()
+    [refused] = [e for e in logs if e["event"].startswith("no node matches the ingress selector: aliases")]
+    assert refused["ingress_selector"] == "role=ingres"
+
+
+def test_the_selector_matching_nothing_is_said_again_at_once_each_time_it_starts_again(
+    make_cluster: Any,
+) -> None:
+    cluster = make_cluster(ingress_nodes=1, workers=1)
+    ingress = cluster.nodes[0]
+
+    def said_after_records() -> list[str]:
+        with capture_logs() as logs:
+            cluster.provider.records()
+        return [e["event"] for e in logs if "ingress selector" in e["event"]]
+
+    assert said_after_records() == []
+    assert not fires_now("LandbWebhookNoIngressNode", cluster.metrics.registry)
+    cluster.relabel(ingress, False)
+    assert said_after_records() == ["no node matches the ingress selector: no alias can be placed"]
+    assert said_after_records() == []
+    cluster.relabel(ingress, True)
+    assert said_after_records() == ["the ingress selector matches nodes again"]
+    cluster.relabel(ingress, False)
+    assert said_after_records() == ["no node matches the ingress selector: no alias can be placed"]
 
 
 def test_a_removal_waits_until_the_new_carrier_is_written(make_cluster: Any) -> None:

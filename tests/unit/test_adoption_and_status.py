@@ -234,6 +234,32 @@ def test_a_plain_alias_is_shown_and_a_name_held_both_ways_needs_a_human_neither_
     assert reasons["mixed"].startswith("also held as a plain (CNAME) alias by n1")
 
 
+def test_adoption_under_a_selector_that_matches_no_node_names_the_selector_not_the_carriers() -> None:
+    """LANDB_INGRESS_SELECTOR=role=ingres: every carrier looks like a non-ingress node, but fixing the
+    carriers by hand would be the wrong repair."""
+    status = analyse(
+        inventory(
+            {
+                "n0": {"landb-alias": "app--load-0-,mine--load-0-"},
+                "n1": {"landb-alias": "app--load-1-"},
+                "n2": {},
+            },
+            workers=("n0", "n1", "n2"),
+        ),
+        [claim_record("mine.cern.ch", "c")],
+        domain=DOMAIN,
+    )
+
+    adoption = plan_adoption(status, owner_id="c", domain=DOMAIN, ingress_selector="role=ingres")
+
+    assert adoption.claims == ()
+    assert {d.label: d.reason for d in adoption.left} == {
+        "app": "the ingress selector role=ingres matches none of the 3 nodes: fix LANDB_INGRESS_SELECTOR, "
+        "then run adopt again",
+        "mine": "already claimed by this owner",
+    }
+
+
 def test_adoption_refuses_an_owner_id_a_claim_cannot_hold() -> None:
     with pytest.raises(InvalidOwnerId):
         plan_adoption(analyse(inventory({}), [], domain=DOMAIN), owner_id="a,b", domain=DOMAIN)

@@ -1,29 +1,29 @@
-"""deploy/prometheus-rules.yaml alerts on series the webhook exports, and on a counter's first event."""
+"""deploy/prometheus-rules.yaml alerts on series the webhook exports, and on a counter's first event;
+Prometheus Operator setups built by kube-prometheus-stack select the rules and the chart's ServiceMonitor."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
+import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import Alias, Answer, NoAnswer, NoName
-from landb_webhook.metrics import PREFIX, Metrics
+from landb_webhook.metrics import DROP_REASONS, PREFIX, Metrics
+from landb_webhook.provider.context import Context
 from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
+from landb_webhook.provider.options import ProviderOptions
 from landb_webhook.provider.publications import PublicationLog
+from support.alert_rules import RULES, counter_samples, expression, fires, firing_groups, rules
 
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus-rules.yaml"
+VALUES = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "values.yaml"
 DNS_ALERTS = ("LandbWebhookDnsPending", "LandbWebhookDnsConflict", "LandbWebhookDnsResolverSilent")
 START = 1_800_000_000.0
 SERIES = re.compile(r"\b([a-z_]+)(?=\s*(?:\{|\[|\)|\s|$))")
-
-
-def rules() -> list[dict[str, Any]]:
-    document = yaml.safe_load(RULES.read_text())
-    return [rule for group in document["spec"]["groups"] for rule in group["rules"]]
 
 
 def exported_series() -> set[str]:
@@ -60,15 +60,6 @@ def test_a_counter_alert_also_fires_on_a_series_born_above_its_threshold() -> No
         assert f" or {born_above}" in " ".join(rule["expr"].split()), rule["alert"]
 
 
-def _fires(expr: str, registry: CollectorRegistry) -> bool:
-    """A ``metric{label="value"} > N`` rule, evaluated on the registry's current samples."""
-    [(name, selector, threshold)] = re.findall(r"^(\w+)(?:\{([^}]*)\})?\s*>\s*(\d+)$", expr.strip())
-    labels = dict(re.findall(r'(\w+)="([^"]*)"', selector))
-    value = registry.get_sample_value(name, labels)
-    assert value is not None, f"{name}{labels} is not exported"
-    return value > float(threshold)
-
-
 def test_the_dns_alerts_fire_on_a_name_pending_past_30_minutes_and_on_a_conflict() -> None:
     """The watcher's own gauges, from a name judged as it would be, against the rules' expressions."""
     by_name = {rule["alert"]: rule["expr"] for rule in rules()}
@@ -88,7 +79,7 @@ def test_the_dns_alerts_fire_on_a_name_pending_past_30_minutes_and_on_a_conflict
     def fired_at(seconds: float) -> set[str]:
         clock[0] = START + seconds
         watch.step()
-        return {alert for alert in DNS_ALERTS if _fires(by_name[alert], metrics.registry)}
+        return {alert for alert in DNS_ALERTS if fires(by_name[alert], metrics.registry)}
 
     assert fired_at(60) == set()
     assert fired_at(1800) == set()
@@ -96,3 +87,43 @@ def test_the_dns_alerts_fire_on_a_name_pending_past_30_minutes_and_on_a_conflict
     assert fired_at(1860) == {"LandbWebhookDnsPending", "LandbWebhookDnsConflict"}  # asked again: conflict
     answers.update({"late.cern.ch": NoAnswer("timed out"), "taken.cern.ch": NoAnswer("timed out")})
     assert fired_at(1920) == {"LandbWebhookDnsResolverSilent"}
+
+
+def test_the_rules_and_the_service_monitor_carry_the_release_label_kube_prometheus_stack_selects() -> None:
+    """kube-prometheus-stack's Prometheus selects rules and ServiceMonitors by ``release: <its release>``
+    (its *SelectorNilUsesHelmValues defaults): both files set the same label, to that stack's default."""
+    rule_labels = yaml.safe_load(RULES.read_text())["metadata"]["labels"]
+    monitor_labels = yaml.safe_load(VALUES.read_text())["serviceMonitor"]["additionalLabels"]
+
+    assert rule_labels == monitor_labels == {"release": "kube-prometheus-stack"}
+
+
+@pytest.mark.parametrize(("ingress_nodes", "fired"), [(0, True), (1, False), (3, False)])
+def test_the_no_ingress_node_alert_fires_when_no_node_matches_the_selector(
+    ingress_nodes: int, fired: bool
+) -> None:
+    """Its ``for`` lets a Records or two pass after a restart (the gauge reads 0 until the first)."""
+    metrics = Metrics.create(CollectorRegistry(), process_metrics=False)
+    metrics.ingress_nodes.set(ingress_nodes)
+    [rule] = [rule for rule in rules() if rule["alert"] == "LandbWebhookNoIngressNode"]
+
+    assert fires(rule["expr"], metrics.registry) is fired
+    assert rule["for"] == "10m"
+
+
+def test_the_dropped_endpoints_alert_names_each_reason_a_name_is_never_published_for() -> None:
+    """A mistyped host is dropped by AdjustEndpoints in every loop: the rate stays above 0 by reason.
+    A name held only in a frozen form (registry noop) is dropped but published, so it is no alarm."""
+    metrics = Metrics.create(CollectorRegistry(), process_metrics=False)
+    context = Context(ProviderOptions(), metrics)
+    series = f"{PREFIX}_dropped_endpoints_total"
+    before = counter_samples(metrics.registry, series)
+    for host in ("app.example.org", "my_app.cern.ch", "a.b.cern.ch", "ok.cern.ch"):
+        context.alias_label(Endpoint(host, "A", ("192.0.2.1",)))
+    context.drop(Endpoint("frozen.cern.ch", "A", ("192.0.2.1",)), "held frozen", "frozen_alias")
+    after = counter_samples(metrics.registry, series)
+
+    alert = expression("LandbWebhookEndpointsDropped")
+    assert firing_groups(alert, before, after) == {"other_zone", "invalid_characters", "multi_label"}
+    assert firing_groups(alert, after, after) == set()
+    assert 'reason!="frozen_alias"' in alert and "frozen_alias" in DROP_REASONS  # a reason that exists

@@ -66,6 +66,7 @@ def test_help_shows_the_current_values_the_environment_sets(
     command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LANDB_API_PORT", "9999")
+    monkeypatch.setenv("landb_log_level", "debug")  # read in any case, so shown in any case
     monkeypatch.setenv("LANDB_DRYRUN", "true")
     with pytest.raises(SystemExit):
         main([command, "--help"])
@@ -73,7 +74,7 @@ def test_help_shows_the_current_values_the_environment_sets(
     out = capsys.readouterr().out
     assert out.endswith(
         "Current values: the defaults above, except these set in the environment now (a flag overrides "
-        "them):\n  LANDB_API_PORT=9999\n\nUnknown, so start-up stops with exit 2:\n"
+        "them):\n  LANDB_API_PORT=9999\n  landb_log_level=debug\n\nUnknown, so start-up stops with exit 2:\n"
         "  LANDB_DRYRUN (did you mean LANDB_DRY_RUN?)\n"
     )
 
@@ -270,6 +271,28 @@ def test_an_unknown_landb_variable_is_named_with_a_suggestion(monkeypatch: pytes
         "LANDB_DRYRUN (did you mean LANDB_DRY_RUN?)",
         "LANDB_SOMETHING_ELSE",
     ]
+
+
+@pytest.mark.parametrize(
+    ("misspelled", "suggestion"),
+    [
+        ("landb_dryrun", " (did you mean LANDB_DRY_RUN?)"),
+        ("Landb_Ingres_Selector", " (did you mean LANDB_INGRESS_SELECTOR?)"),
+        ("landb_nothing_like_it", ""),
+    ],
+)
+def test_an_unknown_variable_is_refused_in_any_case_as_the_settings_are_read_in_any_case(
+    misspelled: str, suggestion: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pydantic-settings reads ``landb_dry_run`` as LANDB_DRY_RUN, so a misspelled lower-case name would be
+    silently ignored beside lower-case names that are honoured."""
+    monkeypatch.setenv("landb_dry_run", "true")  # honoured, so not unknown
+    monkeypatch.setenv(misspelled, "true")
+
+    assert Settings().dry_run is True
+    assert unknown_variables(os.environ) == [misspelled + suggestion]
+    assert main(["status"]) == 2
+    assert f"unknown environment variable {misspelled}{suggestion}: no setting" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

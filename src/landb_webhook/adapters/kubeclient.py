@@ -131,7 +131,7 @@ def upstream_error(exc: BaseException, action: str) -> UpstreamError:
         audit = f" (audit id {audit_id})" if _AUDIT_ID.fullmatch(audit_id) else ""
         reason = f"{action}: HTTP {status} {_status_reason(exc.body)}".strip() + audit
         retryable = status in {0, 429} or status >= 500
-        return UpstreamError(UPSTREAM, reason[:_MAX_REASON_LENGTH], retryable=retryable)
+        return UpstreamError(UPSTREAM, reason[:_MAX_REASON_LENGTH], retryable=retryable, status=status)
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         return UpstreamError(UPSTREAM, f"{action}: {connection_failure(str(exc))}", retryable=True)
     return UpstreamError(UPSTREAM, f"{action}: {type(exc).__name__}"[:_MAX_REASON_LENGTH])

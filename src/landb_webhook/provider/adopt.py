@@ -51,8 +51,11 @@ def plan_adoption(
     txt_prefix: str = "",
     txt_suffix: str = "",
     domain: str,
+    ingress_selector: str = "",
 ) -> AdoptionPlan:
     """Decide, for each name in ``labels`` (None: every name found), whether to claim it for ``owner_id``.
+    ``ingress_selector`` is named when it matches no node: then every carrier looks like a non-ingress
+    node, and the selector, not the carriers, is what to fix.
 
     Raises InvalidOwnerId for an owner id a claim cannot hold.
     """
@@ -60,6 +63,12 @@ def plan_adoption(
     wanted = sorted(labels) if labels is not None else [name.label for name in status.names]
     # The nodes the next loop places aliases on (those that are healthy, as far as adoption can tell).
     ingress_nodes = sorted(node.name for node in status.nodes if node.ingress and not node.problems)
+    unmatched = None
+    if status.nodes and not any(node.ingress for node in status.nodes):
+        unmatched = (
+            f"the ingress selector {ingress_selector} matches none of the {len(status.nodes)} nodes: fix "
+            "LANDB_INGRESS_SELECTOR, then run adopt again"
+        )
     claims: list[Decision] = []
     left: list[Decision] = []
     for label in wanted:
@@ -68,6 +77,8 @@ def plan_adoption(
             left.append(Decision(label, f"{label}.{domain}", (), None, "no node carries it"))
             continue
         reason = _reason_to_leave(name, owner_id)
+        if reason is not None and unmatched is not None and not name.claimed:
+            reason = unmatched
         if reason is not None:
             left.append(Decision(label, name.dns_name, name.holdings, None, reason))
             continue

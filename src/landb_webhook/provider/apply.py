@@ -243,6 +243,7 @@ class Applier:
             # to take every name off the air: refuse, loudly, rather than remove every alias.
             log.error(
                 "no node matches the ingress selector: aliases are left where they are",
+                ingress_selector=options.ingress_selector,
                 aliases=sorted(publish),
                 nodes_seen=len(inventory.nodes),
             )

@@ -91,7 +91,15 @@ class LandbProvider:
         problem = self._servers.unavailable()
         if problem is not None:
             return Readiness(False, f"OpenStack: {problem}")
-        return Readiness(True, f"node cache synced ({len(nodes)} nodes), no recent OpenStack failure")
+        # Ready even when no node matches the ingress selector: unready, the webhook would leave its
+        # Service and external-dns would fail every loop, for a fault the selector's warning and the
+        # LandbWebhookNoIngressNode alert name (docs/operations.md, "Alerts"). The body says it.
+        unmatched = ""
+        if nodes and not any(node.is_ingress for node in nodes):
+            unmatched = f", none matching the ingress selector {self._options.ingress_selector}"
+        return Readiness(
+            True, f"node cache synced ({len(nodes)} nodes{unmatched}), no recent OpenStack failure"
+        )
 
     def records(self) -> list[Endpoint]:
         return self._records.records()

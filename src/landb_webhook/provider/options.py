@@ -23,6 +23,8 @@ class ProviderOptions:
     removal_guard: RemovalGuard = field(default_factory=RemovalGuard)
     write_fence_margin: float = 5.0
     """Seconds the writer lease must surely last for a write to be sent: the upstream timeout."""
+    ingress_selector: str = ""
+    """LANDB_INGRESS_SELECTOR as given: named by the lines that say no node matches it."""
     max_request_body: int | None = None
     """The HTTP layer's largest request body (LANDB_MAX_REQUEST_BODY): Records says when the ApplyChanges
     of a node joining or leaving would not fit it. None: not said."""

@@ -46,6 +46,10 @@ class RecordsView:
         self._claims = claims
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
+        self._unmatched = False
+        """No node matched the ingress selector at the last Records."""
+        self._unmatched_episodes = 0
+        """How many times that began: the key of its warning, so each beginning is said at once."""
 
     # -- Records ----------------------------------------------------------------------------
 
@@ -59,6 +63,7 @@ class RecordsView:
         carried = {context.dns_name(label): inventory.ips_of(ids) for label, ids in found.items()}
         context.published.reported(self._lbs.carried(carried, lbs), context.clock(), self._lbs.tagged(lbs))
         self._report_health(inventory)
+        self._report_ingress_selector(inventory)
         claims = self._claims.without_orphaned(self._ownership.records(), {**lbs.carriers(), **found})
         hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(
             inventory
@@ -99,6 +104,32 @@ class RecordsView:
             Endpoint(context.dns_name(label), "CNAME", tuple(sorted(hosts)))
             for label, hosts in sorted(found.items())
         ]
+
+    def _report_ingress_selector(self, inventory: Inventory) -> None:
+        """A selector that matches none of the cluster's nodes (a typo, labels removed) is said at the
+        first Records, again every hour while it lasts (the repeat period of every warning) and at once
+        each time it starts again; its end is one info line. A cluster without nodes says nothing here:
+        the selector is not what is wrong."""
+        selector = self._context.options.ingress_selector
+        ingress = sum(node.is_ingress for node in inventory.nodes)
+        if ingress or not inventory.nodes:
+            if self._unmatched and ingress:
+                log.info(
+                    "the ingress selector matches nodes again",
+                    ingress_selector=selector,
+                    ingress_nodes=ingress,
+                )
+            self._unmatched = False
+            return
+        if not self._unmatched:
+            self._unmatched, self._unmatched_episodes = True, self._unmatched_episodes + 1
+        self._context.warnings.warning(
+            ("no ingress node", self._unmatched_episodes),
+            "no node matches the ingress selector: no alias can be placed",
+            ingress_selector=selector,
+            nodes_seen=len(inventory.nodes),
+            hint="check LANDB_INGRESS_SELECTOR against the nodes' labels (kubectl get nodes --show-labels)",
+        )
 
     def _report_frozen_outside_ingress(self, inventory: Inventory) -> None:
         """An alias in a key or form we never edit on a node that must not carry it stays published there:
