@@ -24,8 +24,8 @@ carriers' is something this cluster never published. The write clock only delays
 a conflict: after our write DNS may answer the name's previous holder until LanDB's next syncs. A later
 write (a node joining or leaving changes the carriers) does not restart it: DNS answered something
 foreign before that write and still does, so the conflict stands, and its alert does not clear and fire
-again ~30 min after every node change. A conflict ends only when DNS answers something of ours (the carriers, former carriers, or
-no name while we carry it: ``published``, ``stale``, ``pending``).
+again ~30 min after every node change. A conflict ends only when DNS answers something of ours (the
+carriers, former carriers, or no name while we carry it: ``published``, ``stale``, ``pending``).
 
 A resolver failure says nothing about the name: it never changes the judgement the name had, nor when
 that began, and no transition is reported for it. A first look (the first check after a start, or the
