@@ -10,8 +10,8 @@
 6. make writes, on every server;
 7. break writes, once every make write has landed, but for those held back;
 8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
-9. bookkeeping: the departed servers and the removal window stored, one summary line counting what landed,
-   the answer.
+9. bookkeeping: the servers carrying our aliases (departed ones included) and the removal window stored,
+   one summary line counting what landed, the answer.
 
 Each case, and what the apply does (design invariants 3 and 4; the tests in
 tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):

@@ -4,8 +4,9 @@
 from then on the node is not in the inventory, so nothing would ever remove its ``...--load-N-`` tokens,
 LanDB would keep publishing the VM for those names, and their N would be invisible to the index rule.
 So every apply remembers the servers whose slots hold an owned token of ours (with their node's name and
-addresses), in the webhook's state ConfigMap under ``carrying-servers``: every ingress server carrying our
-aliases is there, its node gone or not. A remembered server whose node is gone is *departed*: it
+addresses), in the webhook's state ConfigMap under ``carrying-servers``: every server of the cluster
+carrying an owned alias is there (after the first apply, every ingress server), its node gone or not. A
+remembered server whose node is gone is *departed*: it
 stays in the inventory (its N stay taken, Records reports it as the carrier LanDB still publishes), and
 each apply moves its owned aliases to their carriers (make) before taking its tokens off (break). It is
 forgotten once it holds no owned slot token, or when Nova answers 404 for it. Frozen forms, plain
