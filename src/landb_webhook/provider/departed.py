@@ -6,9 +6,9 @@ LanDB would keep publishing the VM for those names, and their N would be invisib
 So every apply remembers the servers whose slots hold an owned token of ours (with their node's name and
 addresses), in the webhook's state ConfigMap under ``carrying-servers``: every server of the cluster
 carrying an owned alias is there (after the first apply, every ingress server), its node gone or not. A
-remembered server whose node is gone is *departed*: it
-stays in the inventory (its N stay taken, Records reports it as the carrier LanDB still publishes), and
-each apply moves its owned aliases to their carriers (make) before taking its tokens off (break). It is
+remembered server whose node is gone is *departed*: it stays in the inventory (its N stay taken, Records
+reports it as the carrier LanDB still publishes), and each apply moves its owned aliases to their
+carriers (make) before taking its tokens off (break). It is
 forgotten once it holds no owned slot token, or when Nova answers 404 for it. Frozen forms, plain
 aliases, foreign keys and unowned tokens stay where they are.
 """
