@@ -78,7 +78,7 @@ def rewritten_histories(draw: st.DrawFn) -> list[tuple[float, Published, Answer]
         at += gap
         if rewrite:
             published = rewritten(published, draw(ips), at)
-        checks.append((at, published, draw(answers)))
+        checks.append((at, published, draw(answers | strangers)))
     return checks
 
 
