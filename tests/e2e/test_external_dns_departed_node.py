@@ -22,7 +22,7 @@ STATE = "landb-webhook-ownership-state"
 
 def remembered(stack: E2EStack) -> set[str]:
     configmap = stack.state.configmap(OWNERSHIP_NAMESPACE, STATE)
-    return set(json.loads(configmap["data"]["departed-servers"])) if configmap else set()
+    return set(json.loads(configmap["data"]["carrying-servers"])) if configmap else set()
 
 
 def test_a_deleted_nodes_server_is_cleaned_across_a_restart(stack: E2EStack) -> None:

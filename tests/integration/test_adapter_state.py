@@ -25,10 +25,10 @@ def test_what_is_saved_is_loaded_back_and_a_save_replaces_it(
     assert store.load() == {}
     assert kube_cluster.configmap(NAME) is None
 
-    store.save({"departed-servers": '{"a":{"node":"n","internalIPs":[]}}', "removal-window": "[]"})
-    store.save({"departed-servers": "{}", "removal-window": "[]"})
+    store.save({"carrying-servers": '{"a":{"node":"n","internalIPs":[]}}', "removal-window": "[]"})
+    store.save({"carrying-servers": "{}", "removal-window": "[]"})
 
-    assert store.load() == {"departed-servers": "{}", "removal-window": "[]"}
+    assert store.load() == {"carrying-servers": "{}", "removal-window": "[]"}
     configmap = kube_cluster.configmap(NAME)
     assert configmap is not None
     assert configmap["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY_VALUE
@@ -57,6 +57,6 @@ def test_a_save_over_someone_elses_newer_write_reads_again_and_goes_over_it(
     other.load()
     other.save({"removal-window": "[[1, 2, [], []]]", "extra": "x"})
 
-    ours.save({"removal-window": "[]", "departed-servers": "{}"})
+    ours.save({"removal-window": "[]", "carrying-servers": "{}"})
 
-    assert other.load() == {"removal-window": "[]", "departed-servers": "{}"}
+    assert other.load() == {"removal-window": "[]", "carrying-servers": "{}"}

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from landb_simulator import ClientConfig
 from landb_simulator.external_dns import plan
+from landb_simulator.seed import node_ip
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.endpoint import Changes
 from landb_webhook.landb.metadata import read_aliases
@@ -39,7 +40,7 @@ def tokens(cluster: Cluster, server_id: str) -> dict[str, int]:
 
 def remembered(cluster: Cluster) -> set[str]:
     configmap = cluster.sim.state.configmap("default", STATE)
-    return set(json.loads(configmap["data"]["departed-servers"])) if configmap else set()
+    return set(json.loads(configmap["data"]["carrying-servers"])) if configmap else set()
 
 
 def settled(make_cluster: Any, *names: str) -> tuple[Cluster, str]:
@@ -117,6 +118,39 @@ def test_a_restart_before_the_next_apply_does_not_forget_the_departed_server(mak
     assert gone_id not in remembered(cluster)
     for node in cluster.nodes[:2]:
         assert set(tokens(cluster, cluster.server_id(node))) == {"app", "web"}
+
+
+def test_the_state_names_the_servers_carrying_our_aliases_for_what_they_are(make_cluster: Any) -> None:
+    """After the first apply every ingress server carries an alias of ours and is listed, none departed:
+    the key says ``carrying-servers``, not ``departed-servers`` (which read as if every node had left)."""
+    cluster, _ = settled(make_cluster, "app.cern.ch")
+
+    data = cluster.sim.state.configmap("default", STATE)["data"]
+    assert "departed-servers" not in data
+    assert json.loads(data["carrying-servers"]) == {
+        cluster.server_id(node): {"node": node, "internalIPs": [node_ip("demo", index)]}
+        for index, node in enumerate(cluster.nodes[:3])
+    }
+
+
+def test_an_upgrade_keeps_the_servers_a_former_version_stored_as_departed_servers(make_cluster: Any) -> None:
+    """The state as a version before the key's rename left it (the same list under ``departed-servers``):
+    a restarted webhook still cleans a server whose node left meanwhile, and stores the list under its
+    new name, the former key gone."""
+    cluster, gone_id = settled(make_cluster, "app.cern.ch", "web.cern.ch")
+    data = dict(cluster.sim.state.configmap("default", STATE)["data"])
+    data["departed-servers"] = data.pop("carrying-servers")
+    assert cluster.settings is not None
+    state_store(cluster.settings, api_client_for(cluster.settings.kubeconfig)).save(data)
+
+    delete_node(cluster, cluster.nodes[2])
+    cluster.restart()  # nothing in memory: only the stored state knows the departed server
+    cluster.settle()
+
+    assert tokens(cluster, gone_id) == {}
+    stored = cluster.sim.state.configmap("default", STATE)["data"]
+    assert "departed-servers" not in stored
+    assert remembered(cluster) == {cluster.server_id(n) for n in cluster.nodes[:2]}
 
 
 def test_owned_aliases_go_even_when_the_change_set_does_not_name_them(make_cluster: Any) -> None:
@@ -215,7 +249,7 @@ def test_an_unreadable_state_is_said_and_replaced_by_the_next_apply(make_cluster
     cluster = make_cluster(ingress_nodes=3, workers=1)
     assert cluster.settings is not None
     state_store(cluster.settings, api_client_for(cluster.settings.kubeconfig)).save(
-        {"departed-servers": "not json"}
+        {"carrying-servers": "not json"}
     )
     cluster.want("app.cern.ch")
     with capture_logs() as logs:

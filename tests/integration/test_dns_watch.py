@@ -320,3 +320,33 @@ def test_a_published_name_taken_by_someone_else_turns_conflict_and_back_when_rel
         ("pending", "conflict"),
         ("conflict", "published"),
     ]
+
+
+def test_a_name_in_conflict_stays_in_conflict_through_node_changes_while_dns_answers_the_same_stranger(
+    knot: KnotServer, world: Watching
+) -> None:
+    """A node joining, then one leaving, writes the name again: DNS answering something this cluster never
+    published throughout, the name stays a conflict (no line, the gauge steady) instead of going back to
+    pending for two sync periods after each write; LanDB answering the carriers clears it."""
+    knot.publish("held", ["10.9.9.9"])
+    world.published.reported({}, world.clock())
+    write(world, "held", {A})
+    world.step_at(60)
+    world.step_at(2 * PERIOD)
+    assert world.state("held.cern.ch") is State.CONFLICT
+
+    seen = []
+    with capture_logs() as logs:
+        for carriers in ({A, B}, {B}):  # a node joins, later the first one leaves
+            write(world, "held", carriers)
+            for seconds in (30, PERIOD, PERIOD, 60):
+                world.step_at(seconds)
+                seen.append(world.state("held.cern.ch"))
+                assert world.gauge("conflict") == 1
+        knot.publish("held", [B])
+        world.step_at(PERIOD)
+        seen.append(world.state("held.cern.ch"))
+
+    assert seen == [State.CONFLICT] * 8 + [State.PUBLISHED]
+    said = [(entry["before"], entry["dns"]) for entry in logs if "dns" in entry]
+    assert said == [("conflict", "published")]

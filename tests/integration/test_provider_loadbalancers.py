@@ -8,6 +8,7 @@ An endpoint whose targets are a load balancer's VIP (or a floating IP on its VIP
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -241,9 +242,14 @@ def test_a_removal_from_the_nodes_waits_while_the_load_balancer_addition_did_not
     writes_before = len(cluster.sim.state.metadata_history())
 
     cluster.desired = [service("app.cern.ch", VIP_APP)]
-    with pytest.raises(ApplyError, match="removal held back"):
+    with capture_logs() as logs, pytest.raises(ApplyError, match="removal held back"):
         cluster.loop()
 
+    [summary] = [line["summary"] for line in logs if line["event"] == "apply finished"]
+    # The tag write that failed counts as failed, not as a load balancer written.
+    assert re.fullmatch(
+        r"\+0 -0 aliases \(\+0 -0 tokens\) on 0 of 4 nodes, 1 failed, \d+ ms, 3 held back", summary
+    )
     assert carrying(cluster, "app") == set(cluster.nodes[:3])
     assert len(cluster.sim.state.metadata_history()) == writes_before
     assert claims(cluster) == {"a-app.cern.ch"}

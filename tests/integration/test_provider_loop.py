@@ -477,6 +477,90 @@ def test_one_summary_line_per_apply_counting_and_naming_aliases_not_tokens(make_
     )
 
 
+LANDED = (
+    "aliases_added",
+    "aliases_removed",
+    "tokens_added",
+    "tokens_removed",
+    "nodes_written",
+    "nodes_failed",
+)
+
+
+def summary_of(logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The apply's one ``apply finished`` line: its summary and its counts."""
+    (line,) = [line for line in logs if line["event"] == "apply finished"]
+    return {"summary": line["summary"], **{field: line[field] for field in (*LANDED, "held_back")}}
+
+
+def post_writes(cluster: Cluster) -> dict[str, float]:
+    return {
+        result: cluster.gauge("metadata_writes_total", operation="post", result=result) or 0.0
+        for result in ("ok", "error")
+    }
+
+
+def test_a_credential_whose_writes_nova_refuses_is_summed_up_as_nothing_written_and_all_failed(
+    make_cluster: Any, sim_clients: ClientConfig
+) -> None:
+    """The summary counts what landed: with a reader's credential every write is refused (403), so no
+    token and no node is counted written, and each of the three planned nodes is counted failed."""
+    cluster = make_cluster(ingress_nodes=3, workers=1, os_cloud=sim_clients.readonly_cloud_name)
+    cluster.want("app.cern.ch")
+    with capture_logs() as logs, pytest.raises(ApplyError, match="403"):
+        cluster.loop()
+
+    line = summary_of(logs)
+    assert re.fullmatch(
+        r"\+0 -0 aliases \(\+0 -0 tokens\) on 0 of 4 nodes, 3 failed, \d+ ms", line.pop("summary")
+    )
+    assert line == dict.fromkeys((*LANDED, "held_back"), 0) | {"nodes_failed": 3}
+    assert cluster.placement() == {node: {} for node in cluster.nodes}
+    assert post_writes(cluster) == {"ok": 0, "error": 3}
+    assert cluster.gauge("last_apply_success_timestamp_seconds") == 0
+
+
+def test_a_summary_counts_the_writes_that_landed_and_those_that_failed_or_were_held_back_apart(
+    make_cluster: Any,
+) -> None:
+    """One server refuses every write (403): its make write fails and its break write is held back; the
+    two other servers take ``app`` and lose ``old``. Only their tokens count, the name counts neither as
+    created nor as removed (its change did not land everywhere), and the metrics agree."""
+    cluster = make_cluster(ingress_nodes=3, workers=1)
+    cluster.want("old.cern.ch")
+    cluster.settle()
+    refusing = cluster.nodes[1]
+    cluster.sim.state.inject_fault(
+        api="nova", path_pattern=f"/servers/{cluster.server_id(refusing)}/metadata", status=403, times=None
+    )
+    before = post_writes(cluster)
+
+    cluster.want("app.cern.ch")
+    with capture_logs() as logs, pytest.raises(ApplyError, match=re.escape(refusing)):
+        cluster.loop()
+
+    line = summary_of(logs)
+    assert re.fullmatch(
+        r"\+0 -0 aliases \(\+2 -2 tokens\) on 2 of 4 nodes, 1 failed, \d+ ms, 1 held back",
+        line.pop("summary"),
+    )
+    assert line == {
+        "aliases_added": 0,
+        "aliases_removed": 0,
+        "tokens_added": 2,
+        "tokens_removed": 2,
+        "nodes_written": 2,
+        "nodes_failed": 1,
+        "held_back": 1,
+    }
+    others = [node for node in cluster.nodes[:3] if node != refusing]
+    assert {node: set(cluster.aliases(node)) for node in others} == {node: {"app"} for node in others}
+    assert set(cluster.aliases(refusing)) == {"old"}
+    after = post_writes(cluster)
+    # two make and two break writes landed; one make write failed
+    assert {result: after[result] - before[result] for result in after} == {"ok": 4, "error": 1}
+
+
 def test_the_alias_gauges_split_owned_from_unowned_and_count_what_status_flags(make_cluster: Any) -> None:
     cluster = make_cluster(ingress_nodes=3, workers=1)
     first, worker = cluster.server_id(cluster.nodes[0]), cluster.server_id(cluster.nodes[-1])

@@ -14,8 +14,11 @@ from landb_strategies import LABEL_POOL, GeneratedMetadata, server_metadata
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.plan import ServerState, plan_changes
 from landb_webhook.provider.departed import (
+    FORMER_STATE_KEY,
+    STATE_KEY,
     Remembered,
     from_json,
+    from_state,
     holds_owned,
     owned_slot_labels,
     remembered_after,
@@ -83,16 +86,26 @@ def test_who_is_remembered(remembered_ids: set[str], carrying_ids: set[str], dat
     assert set(kept) == expected
 
 
-@given(
-    st.dictionaries(
-        st.from_regex(r"[0-9a-f-]{1,36}", fullmatch=True),
-        st.tuples(st.text(max_size=20), st.lists(st.from_regex(r"[0-9.]{7,15}", fullmatch=True), max_size=3)),
-        max_size=5,
-    )
-)
-def test_the_remembered_servers_survive_their_json_form(entries: dict[str, tuple[str, list[str]]]) -> None:
-    found = {i: Remembered(i, node, tuple(ips)) for i, (node, ips) in entries.items()}
+remembered_servers = st.dictionaries(
+    st.from_regex(r"[0-9a-f-]{1,36}", fullmatch=True),
+    st.tuples(st.text(max_size=20), st.lists(st.from_regex(r"[0-9.]{7,15}", fullmatch=True), max_size=3)),
+    max_size=5,
+).map(lambda entries: {i: Remembered(i, node, tuple(ips)) for i, (node, ips) in entries.items()})
+
+
+@given(remembered_servers)
+def test_the_remembered_servers_survive_their_json_form(found: dict[str, Remembered]) -> None:
     assert from_json(to_json(found)) == found
+
+
+@given(remembered_servers, remembered_servers)
+def test_the_servers_are_read_under_their_key_and_under_the_former_one_the_new_key_winning(
+    former: dict[str, Remembered], current: dict[str, Remembered]
+) -> None:
+    """An upgrade keeps what a version before the rename stored under ``departed-servers``."""
+    assert from_state({FORMER_STATE_KEY: to_json(former)}) == former
+    assert from_state({STATE_KEY: to_json(current)}) == current
+    assert from_state({FORMER_STATE_KEY: to_json(former), STATE_KEY: to_json(current)}) == former | current
 
 
 @pytest.mark.parametrize(
@@ -100,5 +113,5 @@ def test_the_remembered_servers_survive_their_json_form(entries: dict[str, tuple
     ["[]", '{"a": {}}', '{"a": {"node": 1, "internalIPs": []}}', '{"a": {"node": "n", "internalIPs": "x"}}'],
 )
 def test_a_list_that_is_not_one_is_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="not a list of departed servers"):
+    with pytest.raises(ValueError, match="not a list of servers carrying our aliases"):
         from_json(text)

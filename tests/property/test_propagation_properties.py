@@ -60,11 +60,51 @@ def histories(draw: st.DrawFn) -> tuple[Published, list[tuple[float, Answer]]]:
     return published, checks
 
 
-def replay(published: Published, checks: list[tuple[float, Answer]]) -> list[Judgement]:
+gaps = st.floats(min_value=0, max_value=LIMIT, allow_nan=False)
+strangers: st.SearchStrategy[Answer] = st.sampled_from(
+    [
+        Addresses(frozenset({"192.0.2.9"})),
+        Addresses(frozenset({"10.0.0.1", "192.0.2.9"})),
+        Alias("x.cern.ch."),
+    ]
+)
+"""Answers no publication drawn here ever holds: something this cluster never published."""
+
+
+@st.composite
+def rewritten_histories(draw: st.DrawFn) -> list[tuple[float, Published, Answer]]:
+    """Checks at increasing times, with what we publish at each: between some of them a write changed the
+    carriers (a node joined or left), their former ones becoming ``former``, timed at the check."""
+    published = draw(publications())
+    at = published.written_at or START
+    checks = []
+    for gap, rewrite in draw(st.lists(st.tuples(gaps, st.booleans()), max_size=12)):
+        at += gap
+        if rewrite:
+            published = rewritten(published, draw(ips), at)
+        checks.append((at, published, draw(answers | strangers)))
+    return checks
+
+
+def rewritten(published: Published, carried: frozenset[str], at: float) -> Published:
+    return Published(carried, (published.former | published.ips) - carried, at)
+
+
+def foreign(published: Published, answer: Answer) -> bool:
+    return isinstance(answer, Alias) or (
+        isinstance(answer, Addresses) and not answer.ips <= published.ips | published.former
+    )
+
+
+def replay_rewritten(checks: list[tuple[float, Published, Answer]]) -> list[Judgement]:
     judged: list[Judgement] = []
-    for at, answer in checks:
+    for at, published, answer in checks:
         judged.append(judge(published, answer, judged[-1] if judged else None, at, sync_period=PERIOD))
     return judged
+
+
+def replay(published: Published, checks: list[tuple[float, Answer]]) -> list[Judgement]:
+    return replay_rewritten([(at, published, answer) for at, answer in checks])
 
 
 @given(publications().filter(lambda p: bool(p.ips)), times, answers)
@@ -133,6 +173,64 @@ def test_a_foreign_answer_kept_past_two_sync_periods_after_the_write_is_a_confli
     later = [*late, (late[-1][0] + LIMIT + 1, foreign)]
 
     assert replay(published, later)[-1].state is State.CONFLICT
+
+
+@given(rewritten_histories())
+def test_through_rewrites_a_conflict_stands_while_the_answer_is_foreign_and_only_then(
+    checks: list[tuple[float, Published, Answer]],
+) -> None:
+    """Whatever we write meanwhile: a name in conflict stays so while DNS answers something neither our
+    carriers nor our former ones; an answer of ours ends it; a conflict begins only once the foreign
+    answer has lasted two sync periods past both its start and the write then current."""
+    judged = replay_rewritten(checks)
+    for (at, published, answer), previous, current in zip(checks, [None, *judged], judged, strict=False):
+        if isinstance(answer, NoAnswer):
+            continue
+        if not foreign(published, answer):
+            assert current.known is not State.CONFLICT
+        elif previous is not None and previous.known is State.CONFLICT:
+            assert current.known is State.CONFLICT
+        elif current.known is State.CONFLICT:
+            assert current.mismatch_since is not None and at - current.mismatch_since > LIMIT
+            assert published.written_at is None or at - published.written_at > LIMIT
+
+
+@given(
+    rewritten_histories(),
+    strangers,
+    st.lists(st.tuples(gaps, ips), min_size=1, max_size=6),
+    st.lists(st.floats(min_value=0, max_value=LIMIT / 3, allow_nan=False), max_size=4),
+)
+def test_nodes_joining_or_leaving_never_take_a_name_out_of_conflict_while_dns_answers_the_same_stranger(
+    history: list[tuple[float, Published, Answer]],
+    stranger: Answer,
+    rewrites: list[tuple[float, frozenset[str]]],
+    checks_after: list[float],
+) -> None:
+    """The scenario of issue 24: in conflict, then each write (a node joins or leaves) followed by checks
+    at any time after it, DNS answering the same stranger throughout: a conflict at every check, never a
+    transition; DNS then answering the carriers clears it."""
+    start = Published(frozenset({"10.0.0.1"}), frozenset(), START)
+    published = history[-1][1] if history else start
+    at = max([START, *(when for when, _, _ in history)])
+    at = max(at, published.written_at or at) + LIMIT + 1
+    checks = [*history, (at, published, stranger), (at + LIMIT + 1, published, stranger)]
+    judged = replay_rewritten(checks)
+    assert judged[-1].known is State.CONFLICT
+    at += LIMIT + 1
+    for gap, carried in rewrites:
+        at += gap
+        published = rewritten(published, carried, at)
+        for after in (0.0, *checks_after):
+            at += after
+            current = judge(published, stranger, judged[-1], at, sync_period=PERIOD)
+            assert current.known is State.CONFLICT
+            assert transition("app.cern.ch", published, judged[-1], current, at) is None
+            judged.append(current)
+
+    ours: Answer = Addresses(published.ips) if published.ips else NoName()
+    cleared = judge(published, ours, judged[-1], at + 1, sync_period=PERIOD)
+    assert cleared.known is (State.PUBLISHED if published.ips else State.GONE)
 
 
 @given(histories())

@@ -1,9 +1,11 @@
 """The webhook's own state in one ConfigMap beside the ownership ConfigMaps: ``<ownership name>-state``.
 
-What the provider must not forget at a restart (the departed servers it still has to clean, the removal
-guard's window), one ``data`` key each, as JSON meant to be read with ``kubectl get cm -o yaml``. Only
-ApplyChanges writes it, and only the writer-lease holder applies; a 409 is someone else's write (an
-operator's edit): it is read again and this write, made from the writer's own knowledge, goes over it.
+What the provider must not forget at a restart (``carrying-servers``: the servers carrying its aliases,
+so that one whose node left can still be cleaned; ``removal-window``: the removal guard's window;
+``dns-writes``: when each name was written), one ``data`` key each, as JSON meant to be read with
+``kubectl get cm -o yaml``. Only ApplyChanges writes it, and only the writer-lease holder applies; a 409
+is someone else's write (an operator's edit): it is read again and this write, made from the writer's own
+knowledge, goes over it.
 Labelled like the ownership ConfigMaps; one of the same name without the label is never overwritten.
 Read with one GET, written with one create or replace: RBAC as for the ownership store.
 """

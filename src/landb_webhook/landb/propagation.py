@@ -15,12 +15,22 @@ and the clock, together with the name's previous judgement:
 | NXDOMAIN / no A record, name removed          | ``gone`` (the watcher then forgets it)            |
 | an IP we never published, or a CNAME          | ``pending`` until it has lasted two sync periods  |
 |                                               | past the write, then ``conflict``                 |
+| the same, the name already in ``conflict``    | ``conflict``, whatever we wrote since             |
 | nothing: the resolver failed or timed out     | ``unknown``; the name keeps its last judgement    |
+
+*Foreign* (an IP we never published, or a CNAME) is judged against what we publish now and what we
+published before (``ips`` and ``former``): an answer that is neither our carriers' nor our former
+carriers' is something this cluster never published. The write clock only delays the first judgement of
+a conflict: after our write DNS may answer the name's previous holder until LanDB's next syncs. A later
+write (a node joining or leaving changes the carriers) does not restart it: DNS answered something
+foreign before that write and still does, so the conflict stands, and its alert does not clear and fire
+again ~30 min after every node change. A conflict ends only when DNS answers something of ours (the
+carriers, former carriers, or no name while we carry it: ``published``, ``stale``, ``pending``).
 
 A resolver failure says nothing about the name: it never changes the judgement the name had, nor when
 that began, and no transition is reported for it. A first look (the first check after a start, or the
-one-shot ``status``) cannot know how long DNS has answered something else: it counts from the write.
-Pure: no I/O, no clock of its own. tests/property/test_propagation_properties.py checks the rows above.
+one-shot ``status``) cannot know how long DNS has answered something else, nor that the name was in
+conflict before: it counts from the write. Pure: no I/O, no clock of its own. tests/property/test_propagation_properties.py checks the rows above.
 """
 
 from __future__ import annotations
@@ -136,7 +146,8 @@ def judge(
             mismatch_since = min(published.written_at, now)
         else:
             mismatch_since = now
-    state = _state(published, answer, mismatch_since, now, sync_period)
+    in_conflict = previous is not None and previous.known is State.CONFLICT
+    state = _state(published, answer, mismatch_since, now, sync_period, in_conflict=in_conflict)
     return Judgement(state, _since(state, published, previous, now), answer, mismatch_since=mismatch_since)
 
 
@@ -223,9 +234,17 @@ def _foreign(published: Published, answer: Answer) -> bool:
 
 
 def _state(
-    published: Published, answer: Answer, mismatch_since: float | None, now: float, sync_period: float
+    published: Published,
+    answer: Answer,
+    mismatch_since: float | None,
+    now: float,
+    sync_period: float,
+    *,
+    in_conflict: bool,
 ) -> State:
     if mismatch_since is not None:
+        if in_conflict:  # a conflict stands while DNS answers something foreign, whatever we wrote since
+            return State.CONFLICT
         counted_from = max(mismatch_since, published.written_at or mismatch_since)
         lasted = now - counted_from
         return State.CONFLICT if lasted > CONFLICT_AFTER_SYNC_PERIODS * sync_period else State.PENDING

@@ -10,7 +10,8 @@
 6. make writes, on every server;
 7. break writes, once every make write has landed, but for those held back;
 8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
-9. bookkeeping: the departed servers and the removal window stored, one summary line, the answer.
+9. bookkeeping: the servers carrying our aliases (departed ones included) and the removal window stored,
+   one summary line counting what landed, the answer.
 
 Each case, and what the apply does (design invariants 3 and 4; the tests in
 tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):
@@ -95,6 +96,16 @@ class NotTheWriter(ApplyRefused):
 
 
 @dataclass(frozen=True)
+class Landed:
+    """The writes of an apply that landed, counted for its summary line."""
+
+    servers: int
+    """Servers on which at least one write (make or break) fully landed."""
+    tokens_added: int
+    tokens_removed: int
+
+
+@dataclass(frozen=True)
 class Outcome:
     failures: tuple[WriteFailure, ...]
     held_back: tuple[ServerPlan, ...]
@@ -109,6 +120,25 @@ class Outcome:
         missed = {f.plan.server.server_id for f in self.failures}
         missed |= {p.server.server_id for p in self.held_back}
         return [p for p in plans if p.server.server_id not in missed]
+
+    def landed_writes(self, plans: Sequence[ServerPlan]) -> Landed:
+        """What of ``plans`` landed (in a dry run: would have), write by write: a server's make write lands
+        its added tokens, its break write its removed ones. A write that failed, even in part (its POST
+        landed, a DELETE did not), counts as failed and none of its tokens count; a held-back one as
+        neither."""
+        failed = {(f.plan.server.server_id, f.phase) for f in self.failures}
+        held_back = {p.server.server_id for p in self.held_back}
+        servers: set[str] = set()
+        added = removed = 0
+        for plan in plans:
+            server_id = plan.server.server_id
+            if plan.make_write and (server_id, "make") not in failed:
+                added += len(plan.added)
+                servers.add(server_id)
+            if plan.break_write and server_id not in held_back and (server_id, "break") not in failed:
+                removed += len(plan.removed)
+                servers.add(server_id)
+        return Landed(servers=len(servers), tokens_added=added, tokens_removed=removed)
 
     def failed_labels(self) -> set[str]:
         """Labels whose change did not fully land: their TXT claims must stay."""
@@ -487,19 +517,23 @@ class Applier:
     ) -> None:
         """One info line per apply for the operator, counting names (an alias on three nodes is one):
         ``+1 -1 aliases (+3 -3 tokens) on 3 of 5 nodes, 0 failed, 412 ms, created app, removed old``; with
-        load balancer tags written, ``... on 0 of 5 nodes and 1 load balancer, ...``."""
+        load balancer tags written, ``... on 0 of 5 nodes and 1 load balancer, ...``.
+
+        Every count is what landed, never what was planned: tokens and nodes those of the writes that
+        landed (``Outcome.landed_writes``), aliases those whose whole change landed; the nodes and load
+        balancers a write failed on are counted apart (``failed``), and so are held-back removals."""
         dry_run = self._context.options.dry_run
-        tokens_added = sum(len(p.added) for p in plan.servers)
-        tokens_removed = sum(len(p.removed) for p in plan.servers)
+        landed = outcome.landed_writes(plan.servers)
+        tokens_added, tokens_removed = landed.tokens_added, landed.tokens_removed
         tags = outcome.tags
-        load_balancers = len({*tags.written, *(write.load_balancer_id for write, _ in tags.failures)})
+        load_balancers = len(set(tags.written))
         failed = len({f.plan.server.server_id for f in outcome.failures}) + len(tags.failures)
         held_back = len(outcome.held_back) + len(tags.held_back)
         duration_ms = round((time.monotonic() - started) * 1000)
         on_load_balancers = f" and {load_balancers} load balancer{'s' * (load_balancers != 1)}"
         parts = [
             f"+{len(created)} -{len(removed)} aliases (+{tokens_added} -{tokens_removed} tokens) "
-            f"on {len(plan.servers)} of {nodes_seen} nodes{on_load_balancers if load_balancers else ''}",
+            f"on {landed.servers} of {nodes_seen} nodes{on_load_balancers if load_balancers else ''}",
             f"{failed} failed",
             f"{duration_ms} ms",
         ]
@@ -518,7 +552,7 @@ class Applier:
             aliases_removed=len(removed),
             tokens_added=tokens_added,
             tokens_removed=tokens_removed,
-            nodes_written=len(plan.servers),
+            nodes_written=landed.servers,
             nodes_seen=nodes_seen,
             nodes_failed=failed,
             load_balancers_written=load_balancers,

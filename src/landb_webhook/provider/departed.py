@@ -4,9 +4,11 @@
 from then on the node is not in the inventory, so nothing would ever remove its ``...--load-N-`` tokens,
 LanDB would keep publishing the VM for those names, and their N would be invisible to the index rule.
 So every apply remembers the servers whose slots hold an owned token of ours (with their node's name and
-addresses), in the webhook's state ConfigMap; a remembered server whose node is gone is *departed*: it
-stays in the inventory (its N stay taken, Records reports it as the carrier LanDB still publishes), and
-each apply moves its owned aliases to their carriers (make) before taking its tokens off (break). It is
+addresses), in the webhook's state ConfigMap under ``carrying-servers``: every server of the cluster
+carrying an owned alias is there (after the first apply, every ingress server), its node gone or not. A
+remembered server whose node is gone is *departed*: it stays in the inventory (its N stay taken, Records
+reports it as the carrier LanDB still publishes), and each apply moves its owned aliases to their
+carriers (make) before taking its tokens off (break). It is
 forgotten once it holds no owned slot token, or when Nova answers 404 for it. Frozen forms, plain
 aliases, foreign keys and unowned tokens stay where they are.
 """
@@ -19,8 +21,13 @@ from dataclasses import dataclass
 
 from landb_webhook.landb.plan import ServerState
 
-STATE_KEY = "departed-servers"
-"""Its key in the state store (backends.StateStore)."""
+STATE_KEY = "carrying-servers"
+"""Its key in the state store (backends.StateStore): the servers carrying our aliases, departed or not."""
+FORMER_STATE_KEY = "departed-servers"
+"""The same list (the same JSON) under the name it had before issue 24, which read as if every node listed
+had left. Still read, so an upgrade keeps what it remembered; the next save drops it (a save writes the
+state's keys whole) and an earlier version then finds nothing to read: it remembers afresh from its next
+apply, as after a first install."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,12 @@ def to_json(remembered: Mapping[str, Remembered]) -> str:
     )
 
 
+def from_state(stored: Mapping[str, str]) -> dict[str, Remembered]:
+    """The servers remembered in the state store's data, under either key (``STATE_KEY`` wins for a server
+    under both: only a hand edit leaves both). Raises ValueError as ``from_json``."""
+    return from_json(stored.get(FORMER_STATE_KEY, "{}")) | from_json(stored.get(STATE_KEY, "{}"))
+
+
 def from_json(text: str) -> dict[str, Remembered]:
     """Raises ValueError on anything but what to_json writes."""
     try:
@@ -88,7 +101,7 @@ def from_json(text: str) -> dict[str, Remembered]:
             for server_id, entry in found.items()
         }
     except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"not a list of departed servers: {error}") from None
+        raise ValueError(f"not a list of servers carrying our aliases: {error}") from None
 
 
 def _text(value: object) -> str:

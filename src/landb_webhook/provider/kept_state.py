@@ -57,7 +57,7 @@ class KeptState:
             return
         self._stored = stored
         try:
-            remembered = departed.from_json(stored.get(departed.STATE_KEY, "{}"))
+            remembered = departed.from_state(stored)
             stored_window = RemovalWindow.from_json(stored.get(WINDOW_STATE_KEY, "[]"), self.window.seconds)
         except ValueError as error:
             log.warning("webhook state unreadable: ignored", error=str(error))

@@ -559,8 +559,7 @@ def read_status(
 ) -> ClusterStatus:
     """Read the cluster, the cloud, the claims, the servers of departed nodes the webhook remembers in
     ``state`` and the project's load balancers (never writing) and analyse them."""
-    stored = state.load().get(departed.STATE_KEY) if state is not None else None
-    remembered = departed.from_json(stored) if stored else {}
+    remembered = departed.from_state(state.load()) if state is not None else {}
     inventory = InventoryReader(nodes, servers, max_age=0, departed=remembered.values).fresh()
     claims = list(ownership.records())
     found = analyse(inventory, claims, domain=domain, quota=servers.max_metadata_items(), health=health)
