@@ -335,9 +335,10 @@ def test_the_published_line_says_how_many_nodes_and_how_long_after_the_write() -
 A, B, FORMER, FOREIGN = "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.9"
 CARRIED = Published(frozenset({A, B}), frozenset({FORMER}), START)
 REMOVED = Published(frozenset(), frozenset({FORMER}), START)
+NODE_LEFT = Published(frozenset({A}), frozenset({B, FORMER}), START + LIMIT + 120)  # rewritten since
 
 # fmt: off
-ROWS = [  # published, [(seconds after the write, answer)] -> states, known at the end
+ROWS = [  # published, [(seconds after the write, answer[, published since])] -> states, known at the end
     pytest.param(CARRIED, [(60, Addresses(frozenset({A, B})))], ["published"], "published",
                  id="exactly the carriers' IPs"),
     pytest.param(CARRIED, [(60, Addresses(frozenset({A, B, FORMER})))], ["stale"], "stale",
@@ -353,6 +354,10 @@ ROWS = [  # published, [(seconds after the write, answer)] -> states, known at t
     pytest.param(CARRIED, [(60, Addresses(frozenset({A, FOREIGN}))), (LIMIT + 60, Alias("x.cern.ch."))],
                  ["pending", "conflict"], "conflict",
                  id="an IP we never published, or a CNAME"),
+    pytest.param(CARRIED, [(60, Alias("x.cern.ch.")), (LIMIT + 60, Alias("x.cern.ch.")),
+                           (LIMIT + 180, Alias("x.cern.ch."), NODE_LEFT)],
+                 ["pending", "conflict", "conflict"], "conflict",
+                 id="the same, the name already in conflict"),
     pytest.param(CARRIED, [(60, Addresses(frozenset({A, B}))), (120, NoAnswer("timed out"))],
                  ["published", "unknown"], "published",
                  id="nothing: the resolver failed or timed out"),
@@ -367,8 +372,13 @@ def test_each_row_of_the_rules_docstring_is_a_case_below_in_its_order() -> None:
 
 @pytest.mark.parametrize(("published", "checks", "states", "known"), ROWS)
 def test_the_cases_of_the_rules_docstring(
-    published: Published, checks: list[tuple[float, Answer]], states: list[str], known: str
+    published: Published,
+    checks: list[tuple[float, Answer, *tuple[Published, ...]]],
+    states: list[str],
+    known: str,
 ) -> None:
-    judged = replay(published, [(START + seconds, answer) for seconds, answer in checks])
+    judged = replay_rewritten(
+        [(START + seconds, (*since, published)[0], answer) for seconds, answer, *since in checks]
+    )
     assert [judgement.state for judgement in judged] == states
     assert judged[-1].known == known
