@@ -231,9 +231,11 @@ def build_backends(
     """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
     authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
     ``metrics``, when given, count the OpenStack calls."""
+    if settings.os_cacert is not None and not settings.os_cacert.is_file():
+        raise SettingError("os_cacert", f"{settings.os_cacert} is not a readable file (a CA bundle, PEM)")
     if settings.os_cloud_conf is not None:
         try:  # a broken file stops start-up, not Records
-            cloudconf.connection_options(settings.os_cloud_conf)
+            cloudconf.connection_options(settings.os_cloud_conf, cacert=settings.os_cacert)
         except cloudconf.CloudConfError as error:
             raise SettingError("os_cloud_conf", str(error)) from None
     try:

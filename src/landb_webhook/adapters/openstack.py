@@ -137,6 +137,7 @@ class OpenStackServerStore:
         self._clock = clock
         self._sleep = sleep
         self._chance = chance or random.Random()  # noqa: S311 (jitter, not a secret)
+        self._cacert = cacert
         self._tls: dict[str, Any] = {"cacert": str(cacert)} if cacert is not None else {}
         self._max_name_filter_length = max_name_filter_length
         self._limits_ttl = limits_ttl
@@ -157,7 +158,7 @@ class OpenStackServerStore:
         first call will say why)."""
         try:
             if self._cloud_conf is not None:
-                auth = cloudconf.connection_options(self._cloud_conf).get("auth", {})
+                auth = cloudconf.connection_options(self._cloud_conf, cacert=self._cacert).get("auth", {})
             else:
                 files = [str(self._clouds_yaml)] if self._clouds_yaml is not None else None
                 loader = openstack.config.OpenStackConfig(
@@ -303,7 +304,7 @@ class OpenStackServerStore:
         with self._lock:
             if self._conn is None:
                 if self._cloud_conf is not None:
-                    options = {**cloudconf.connection_options(self._cloud_conf), **self._tls}
+                    options = cloudconf.connection_options(self._cloud_conf, cacert=self._cacert)
                     self._conn = openstack.connect(
                         load_yaml_config=False, load_envvars=False, api_timeout=self._timeout, **options
                     )
