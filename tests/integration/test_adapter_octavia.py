@@ -3,6 +3,7 @@ operation makes (as openstacksdk's own tests declare them), and what a tag write
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -99,3 +100,37 @@ def test_an_id_that_is_not_one_is_refused_before_any_call(simulator: Any, octavi
     with pytest.raises(ValueError, match="not a load balancer id"):
         octavia.update_tags("../servers", add=["web"], remove=[])
     assert calls(simulator) == []
+
+
+def test_an_admin_credential_lists_and_tags_its_own_project_s_load_balancers_only(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore], client_config: Any
+) -> None:
+    """Octavia and Neutron list every project's resources to an admin's token unless asked for one project;
+    the adapter asks for the token's, and refuses to write another project's load balancer before its PUT."""
+    store = simulator.state.octavia
+    ours = store.add_load_balancer("ours", "188.184.30.1", floating_ip="137.138.30.1")
+    theirs = store.add_load_balancer(
+        "theirs", "188.184.30.40", project_id=OTHER_PROJECT, floating_ip="137.138.30.40"
+    )
+    store.add_floating_ip(  # another project's floating IP on our VIP port, which only an admin sees
+        "137.138.30.2",
+        port_id=store.load_balancer(ours).vip_port_id,
+        fixed_ip_address="188.184.30.1",
+        project_id=OTHER_PROJECT,
+    )
+    admin = OctaviaLoadBalancers(make_server_store(cloud=client_config.admin_cloud_name))
+    simulator.state.reset_api_calls()
+
+    found = admin.load_balancers()
+    with pytest.raises(UpstreamError) as refused:
+        admin.update_tags(theirs, add=["landb-alias=web"], remove=[])
+
+    assert [(lb.id, lb.floating_ips) for lb in found] == [(ours, ("137.138.30.1",))]
+    assert refused.value.upstream == "octavia" and not refused.value.retryable
+    assert f"load balancer {theirs} belongs to project {OTHER_PROJECT}" in refused.value.reason
+    assert calls(simulator) == [
+        ("octavia", "GET", "loadbalancers"),
+        ("neutron", "GET", "floatingips"),
+        ("octavia", "GET", theirs),
+    ]
+    assert store.load_balancer(theirs).tags == ()

@@ -2,8 +2,11 @@
 
 Design choices, each forced by an Octavia fact (see /docs/reference.md and landb.loadbalancers):
 
-- One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers``, every page),
-  plus, only when there is a load balancer, one list of the project's floating IPs (Neutron). Tags
+- One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers?project_id=<the
+  token's project>``, every page), plus, only when there is a load balancer, one list of the project's
+  floating IPs (Neutron, filtered the same way). Without the filter an admin's (or global reader's)
+  token lists every project's, and a name targeting another project's VIP would be tagged on *their* load
+  balancer; a tag write also checks the project of the load balancer it reads before its PUT. Tags
   cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load balancers carry
   a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
   by its target costs no call of its own (a ``vip_address`` filter would cost one per address).
@@ -29,7 +32,7 @@ import openstack.connection
 import openstack.exceptions as sdk_exceptions
 import structlog
 
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackServerStore, check_own, own_project
 from landb_webhook.backends import LoadBalancer
 from landb_webhook.landb.loadbalancers import tags_after
 
@@ -85,6 +88,7 @@ class OctaviaLoadBalancers:
 
         def read_and_write(conn: openstack.connection.Connection) -> None:
             current = conn.load_balancer.get_load_balancer(load_balancer_id)
+            check_own(conn, "load balancer", load_balancer_id, current.project_id)
             tags = [str(tag) for tag in current.tags or ()]
             wanted = tags_after(tags, add, remove)
             if sorted(set(wanted)) == sorted(set(tags)):
@@ -102,7 +106,7 @@ class OctaviaLoadBalancers:
         self, conn: openstack.connection.Connection
     ) -> list[tuple[LoadBalancer, str | None]]:
         try:
-            found = list(conn.load_balancer.load_balancers())
+            found = list(conn.load_balancer.load_balancers(project_id=own_project(conn)))
         except _NOT_IN_CATALOG:
             self._say_missing("load-balancer", "no load balancers are seen; only ingress nodes carry names")
             return []
@@ -111,7 +115,7 @@ class OctaviaLoadBalancers:
     def _floating_ips(self, conn: openstack.connection.Connection, ports: set[str]) -> dict[str, list[str]]:
         """Port id -> floating addresses, for the VIP ports among the project's floating IPs."""
         try:
-            found = list(conn.network.ips())
+            found = list(conn.network.ips(project_id=own_project(conn)))
         except _NOT_IN_CATALOG:
             self._say_missing("network", "floating IPs of load balancers are not seen")
             return {}

@@ -9,6 +9,12 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   project (a CERN project may hold thousands). A node's ``providerID`` decides which server is
   its own; names, which are not unique in a project, are only trusted when exactly one server
   carries the node's name.
+- Everything read or written is the credential's own project's, whatever its roles: an admin (or global
+  reader) token reads any project's server by id, so a server of another project read by id counts as
+  not found (a node's providerID pointing there is not followed), and writes only ever go to servers
+  read that way or found by the name search, which Nova scopes to the token's project (the adapter never
+  asks for ``all_tenants``). adapters.octavia scopes its lists and checks its writes the same way, with
+  :func:`own_project`.
 - Metadata is written with one merge POST per server and deleted one key per DELETE. The SDK's
   ``delete_server_metadata`` wipes *all* metadata (LanDB's own keys included) when given no keys,
   so it is never used; the per-key resource call is, after the key is checked.
@@ -201,11 +207,26 @@ class OpenStackServerStore:
         return found
 
     def server(self, server_id: str) -> Server | None:
-        """One GET of the server; None on Nova's 404 (it was deleted)."""
+        """One GET of the server; None on Nova's 404 (it was deleted), and for a server of another project
+        than the credential's (which an admin's token can read)."""
         _check_server_id(server_id)
-        return self.call(
-            f"read server {server_id}", functools.partial(_find_by_id, server_id=server_id), api="get_server"
-        )
+        try:
+            return self.call(
+                f"read server {server_id}",
+                functools.partial(_find_by_id, server_id=server_id),
+                api="get_server",
+            )
+        except UpstreamError as error:
+            if not isinstance(error.__cause__, ForeignResource):
+                raise
+            log.warning(
+                "server of another project ignored: neither read nor written",
+                server_id=server_id,
+                project_id=error.__cause__.project_id,
+                hint="the OpenStack credential has rights beyond its project (admin or reader of all); "
+                "the webhook only touches its own project's servers",
+            )
+            return None
 
     def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
         """One POST that merges ``items`` into the server's metadata; an empty ``items`` sends nothing."""
@@ -569,9 +590,45 @@ def _escape_name(name: str) -> str:
 
 def _find_by_id(conn: openstack.connection.Connection, server_id: str) -> Server | None:
     try:
-        return _server_value(conn.compute.get_server(server_id))
+        server = conn.compute.get_server(server_id)
     except sdk_exceptions.NotFoundException:
         return None
+    check_own(conn, "server", server_id, server.project_id)
+    return _server_value(server)
+
+
+class ForeignResource(Exception):
+    """A resource of another project than the credential's, refused before it is used: an admin's (or a
+    global reader's) token reads, and may write, every project's."""
+
+    def __init__(self, kind: str, resource_id: str, project_id: str, own: str) -> None:
+        super().__init__(
+            f"{kind} {resource_id} belongs to project {project_id}, not to the credential's ({own})"
+        )
+        self.project_id = project_id
+
+
+def own_project(conn: openstack.connection.Connection) -> str:
+    """The project the credential's token is scoped to (from the token: no request once authenticated).
+
+    A token scoped to no project (system or domain scope) is refused: nothing could be kept to one project.
+    """
+    project = conn.session.get_project_id()
+    if not project:
+        raise UpstreamError(
+            KEYSTONE,
+            "the credential's token is scoped to no project: give it the cluster's project (project_name "
+            "or project_id in clouds.yaml, project-id in cloud.conf, a trust or an application credential)",
+            retryable=False,
+        )
+    return str(project)
+
+
+def check_own(conn: openstack.connection.Connection, kind: str, resource_id: str, project_id: object) -> None:
+    """Raise ForeignResource unless ``project_id`` (as the resource was read) is the credential's project."""
+    own = own_project(conn)
+    if str(project_id or "") != own:
+        raise ForeignResource(kind, resource_id, str(project_id or "none"), own)
 
 
 def _server_value(server: Any) -> Server:
@@ -608,6 +665,8 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
         upstream = KEYSTONE
         reason = f"HTTP {exc.http_status} {type(exc).__name__}{_request_id(exc.request_id)}"
         retryable = _retryable_status(exc.http_status)
+    elif isinstance(exc, ForeignResource):
+        reason = f"refused: {exc}"
     elif isinstance(exc, AuthenticationBusy):
         upstream, reason, retryable = KEYSTONE, f"authentication busy: {exc}", True
     elif isinstance(exc, ksa_exceptions.SSLError):
@@ -674,7 +733,9 @@ def _request_id(request_id: str | None) -> str:
 
 def _about_one_request(exc: BaseException | None) -> bool:
     """A Nova 4xx other than refused credentials or throttling: this request was wrong (a locked server,
-    a rejected value), OpenStack itself is usable."""
+    a rejected value), OpenStack itself is usable. So is another project's resource, refused here."""
+    if isinstance(exc, ForeignResource):
+        return True
     if not isinstance(exc, sdk_exceptions.HttpException):
         return False
     status = exc.status_code or 0
