@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from landb_webhook.adapters.octavia import OctaviaLoadBalancers
 from landb_webhook.adapters.openstack import OpenStackServerStore
@@ -134,3 +135,61 @@ def test_an_admin_credential_lists_and_tags_its_own_project_s_load_balancers_onl
         ("octavia", "GET", theirs),
     ]
     assert store.load_balancer(theirs).tags == ()
+
+
+# -- a cloud without Octavia is not an outage --------------------------------------------------------------
+
+NOT_SERVED = {"api": "octavia", "status": 404, "times": None, "body": "<html>404 Not Found</html>"}
+"""A catalog entry with no Octavia behind it: every request under it answers 404, as a proxy's would."""
+
+
+def test_a_cloud_without_a_load_balancer_service_has_none_and_says_so_once_naming_the_setting(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    simulator.state.identity.catalog_without = {"load-balancer"}
+    octavia = OctaviaLoadBalancers(make_server_store(), absent_hint="set LANDB_LOADBALANCERS=false")
+
+    with capture_logs() as logs:
+        found = [octavia.load_balancers(), octavia.load_balancers()]
+
+    assert found == [[], []]
+    assert octavia.service() == ("absent", "not in the OpenStack catalog")
+    assert [(log["event"], log.get("hint")) for log in logs if log["log_level"] == "warning"] == [
+        (
+            "this cloud has no load-balancer service: running without load balancers, only ingress nodes "
+            "carry names",
+            "set LANDB_LOADBALANCERS=false",
+        )
+    ]
+    assert calls(simulator) == []
+
+
+def test_a_load_balancer_api_answering_404_is_an_absent_service_not_an_outage(
+    simulator: Any, octavia: Any
+) -> None:
+    simulator.state.inject_fault(**NOT_SERVED)
+
+    assert octavia.load_balancers() == []
+    assert octavia.service() == ("absent", "the load-balancer API of the catalog answers 404")
+
+
+@pytest.mark.parametrize("down", [{"status": 503}, {"reset": True}])
+def test_an_octavia_that_is_down_is_an_upstream_error(
+    simulator: Any, octavia: Any, down: dict[str, Any]
+) -> None:
+    simulator.state.inject_fault(api="octavia", times=None, **down)
+
+    with pytest.raises(UpstreamError) as failed:
+        octavia.load_balancers()
+
+    assert failed.value.upstream == "octavia"
+    assert octavia.service() == ("unknown", "")
+
+
+def test_a_404_after_octavia_answered_is_an_outage(simulator: Any, octavia: Any) -> None:
+    assert octavia.load_balancers() == []
+    simulator.state.inject_fault(**NOT_SERVED)
+
+    with pytest.raises(UpstreamError, match="HTTP 404"):
+        octavia.load_balancers()
+    assert octavia.service() == ("present", "")

@@ -18,8 +18,12 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
   reads the tags afresh after another writer's update.
 - Calls run on the Nova adapter's session (one Keystone token, one connection, the same deadline,
   metrics and failure accounting); their errors name ``octavia`` (or ``neutron``).
-- A cloud without a load-balancer (or network) service in its catalog has no load balancers (or
-  floating IPs): said once, not an error.
+- A cloud without a load-balancer service has no load balancers: its catalog lists none, or the API it
+  lists answers 404 (no Octavia behind it; a real Nova-only cloud does). That is not an outage: said
+  once, with ``absent_hint`` (the setting that says so), and the lists answer no load balancer, asked
+  afresh each time so an Octavia deployed later is seen. Once Octavia has answered a list in this process,
+  a 404 is an outage like any other failure (503). A cloud without a network service has no floating IPs
+  (said once).
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ OCTAVIA = "octavia"
 NEUTRON = "neutron"
 
 _NOT_IN_CATALOG = (sdk_exceptions.EndpointNotFound, sdk_exceptions.ServiceDisabledException)
+
+UNKNOWN = "unknown"
+PRESENT = "present"
+ABSENT = "absent"
+SERVICE_STATES = (UNKNOWN, PRESENT, ABSENT)
+"""What :meth:`OctaviaLoadBalancers.service` says of the load-balancer service: not asked yet, it answered
+a list, it is not in this cloud."""
 _LOAD_BALANCER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
 
 
@@ -49,10 +60,18 @@ class OctaviaLoadBalancers:
     """ports.LoadBalancerStore backed by Octavia (and Neutron for floating IPs); safe to share between
     threads."""
 
-    def __init__(self, session: OpenStackServerStore) -> None:
-        """``session``: the OpenStack adapter whose connection, retries and metrics are used."""
+    def __init__(self, session: OpenStackServerStore, *, absent_hint: str = "") -> None:
+        """``session``: the OpenStack adapter whose connection, retries and metrics are used;
+        ``absent_hint``: what to change when this cloud has no load-balancer service, said with it."""
         self._session = session
+        self._absent_hint = absent_hint
         self._said_missing: set[str] = set()
+        self._service = UNKNOWN
+        self._absent_because = ""
+
+    def service(self) -> tuple[str, str]:
+        """The load-balancer service as the last list found it (SERVICE_STATES), and why it is absent."""
+        return self._service, self._absent_because
 
     def load_balancers(self) -> Sequence[LoadBalancer]:
         found = self._session.call(
@@ -108,9 +127,26 @@ class OctaviaLoadBalancers:
         try:
             found = list(conn.load_balancer.load_balancers(project_id=own_project(conn)))
         except _NOT_IN_CATALOG:
-            self._say_missing("load-balancer", "no load balancers are seen; only ingress nodes carry names")
-            return []
+            return self._absent("not in the OpenStack catalog")
+        except sdk_exceptions.NotFoundException:
+            if self._service == PRESENT:
+                raise  # it answered before: an outage, not an absence
+            return self._absent("the load-balancer API of the catalog answers 404")
+        self._service = PRESENT
         return [(_value_of(lb), _text_or_none(lb.vip_port_id)) for lb in found]
+
+    def _absent(self, why: str) -> list[tuple[LoadBalancer, str | None]]:
+        """No load-balancer service: no load balancer, said once per process."""
+        self._service, self._absent_because = ABSENT, why
+        if "load-balancer" not in self._said_missing:
+            self._said_missing.add("load-balancer")
+            log.warning(
+                "this cloud has no load-balancer service: running without load balancers, only ingress "
+                "nodes carry names",
+                why=why,
+                **({"hint": self._absent_hint} if self._absent_hint else {}),
+            )
+        return []
 
     def _floating_ips(self, conn: openstack.connection.Connection, ports: set[str]) -> dict[str, list[str]]:
         """Port id -> floating addresses, for the VIP ports among the project's floating IPs."""

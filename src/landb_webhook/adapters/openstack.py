@@ -30,7 +30,12 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   waiting on it for good; now no call waits on it past its deadline, and a connection whose holder is
   stuck is replaced.
 - Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
-  name; the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
+  name and a result saying what happened (``ok``, ``error``: the service called failed,
+  ``keystone_unreachable``: Keystone did not answer or failed, ``auth_refused``: Keystone answered and
+  refused); the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
+- A Keystone outage is said once when it starts (a warning naming what happened) and once when it ends
+  (Keystone answers again: how long it lasted, how many attempts failed); every failed attempt between
+  is a debug line, as are keystoneauth's own warnings (logs.DEMOTED_LOGGERS).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote_plus, urlsplit
@@ -101,6 +107,37 @@ _PLAIN_LOCK = type(threading.Lock())
 FAILURE_WINDOW = 300.0
 """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
 
+KEYSTONE_UNREACHABLE = "keystone_unreachable"
+AUTH_REFUSED = "auth_refused"
+_KEYSTONE_SAYS = {
+    KEYSTONE_UNREACHABLE: "keystone unreachable: every OpenStack call fails until it answers",
+    AUTH_REFUSED: "keystone refuses the credentials: every OpenStack call fails until they are fixed",
+}
+_REFUSALS = (
+    ksa_exceptions.AuthorizationFailure,
+    ksa_exceptions.AuthPluginException,
+    ksa_exceptions.CatalogException,
+    sdk_exceptions.ConfigException,
+)
+
+
+def keystone_result(exc: BaseException) -> str:
+    """What a failed authentication says happened: ``auth_refused`` when Keystone answered and refused (a
+    4xx other than 408 and 429, an authorization or configuration failure); ``keystone_unreachable`` when
+    it did not answer or failed (refused or reset connections, DNS, TLS, timeouts, 5xx, 408, 429)."""
+    cause: BaseException | None = exc
+    for _ in range(_MAX_CAUSES):
+        if cause is None:
+            break
+        status = _status_of(cause)
+        if status is not None:
+            refused = 400 <= status < 500 and status not in (_HTTP_REQUEST_TIMEOUT, _HTTP_TOO_MANY_REQUESTS)
+            return AUTH_REFUSED if refused else KEYSTONE_UNREACHABLE
+        if isinstance(cause, _REFUSALS) or (isinstance(cause, UpstreamError) and not cause.retryable):
+            return AUTH_REFUSED
+        cause = cause.__cause__ or cause.__context__
+    return KEYSTONE_UNREACHABLE
+
 
 class OpenStackServerStore:
     """backends.ServerStore backed by Nova; safe to share between threads."""
@@ -151,12 +188,15 @@ class OpenStackServerStore:
         self._failure_window = failure_window
 
         self._lock = threading.Lock()
+        self._outage_lock = threading.Lock()
         self._last_failure: tuple[float, str] | None = None
         """When and why the last call failed for a reason that is OpenStack's; None after a success."""
         self._answered = False
         """A call has succeeded since start-up: until then the webhook is not known to work."""
         self._conn: openstack.connection.Connection | None = None
         self._max_metadata_items: tuple[int, float] | None = None
+        self._outage: _Outage | None = None
+        """The Keystone outage under way (said when it started), None while Keystone answers."""
 
     def secret_values(self) -> list[str]:
         """The configured credentials (password, application credential secret, token), read from the
@@ -416,16 +456,18 @@ class OpenStackServerStore:
                 delay = self._retry.delay(failure, retries[failure], retry_after, self._chance)
                 if delay is None:
                     raise
+                # A Keystone outage is said once, by _observe: its attempts are debug lines.
+                say = log.debug if error.upstream == KEYSTONE else log.warning
                 if self._clock() + delay + self._timeout > deadline:
                     # The retry could still be running when the webhook has to answer: leave it to
                     # external-dns' next loop.
-                    log.warning(
+                    say(
                         "openstack call not retried: no time left before the reply deadline",
                         error=str(error),
                         retry_in=round(delay, 3),
                     )
                     raise
-                log.warning(
+                say(
                     "retrying openstack call",
                     error=str(error),
                     failure=failure.value,
@@ -475,16 +517,55 @@ class OpenStackServerStore:
             self._last_failure = None
             self._answered = True
         else:
-            result = "auth_error" if error.upstream == KEYSTONE else "error"
+            result = keystone_result(exc or error) if error.upstream == KEYSTONE else "error"
             if not _about_one_request(exc):
                 self._last_failure = (now, str(error))
             else:  # Nova answered, about that one request
                 self._answered = True
+        self._follow_keystone(result, error, now)
         if self._metrics is not None:
             self._metrics.openstack_api_calls_total.labels(operation=api, result=result).inc()
             self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
                 now - started
             )
+
+    def _follow_keystone(self, result: str, error: UpstreamError | None, now: float) -> None:
+        """Say a Keystone outage when it starts (or changes: unreachable, then refusing) and when it ends;
+        each failed attempt between is a debug line."""
+        with self._outage_lock:
+            outage = self._outage
+            if result in _KEYSTONE_SAYS:
+                if outage is not None and outage.result == result:
+                    outage.failed += 1
+                    log.debug("keystone still failing", result=result, error=str(error))
+                    return
+                self._outage = _Outage(result, started=now)
+            else:
+                # Any other result means Keystone gave a token: an outage under way is over.
+                self._outage = None
+        if result in _KEYSTONE_SAYS:
+            log.warning(
+                _KEYSTONE_SAYS[result],
+                result=result,
+                error=str(error),
+                hint="said once per outage; each failed attempt is a debug line",
+            )
+        elif outage is not None:
+            log.info(
+                "keystone answers again",
+                after_seconds=round(now - outage.started, 1),
+                failed_attempts=outage.failed,
+                was=outage.result,
+            )
+
+
+@dataclass
+class _Outage:
+    result: str
+    """keystone_unreachable or auth_refused."""
+    started: float
+    failed: int = 1
+    """Attempts that failed in it."""
 
 
 def _failure_of(error: UpstreamError) -> tuple[Failure, float | None]:
