@@ -464,3 +464,20 @@ def test_status_says_the_cloud_has_no_load_balancer_service(
     assert said in out.splitlines()
     assert json.loads(document)["read_from"]["load_balancers"] == said.removeprefix("Load balancers: ")
     assert "Load balancers: off (LANDB_LOADBALANCERS=false)" in off.splitlines()
+
+
+def test_with_an_admin_credential_a_name_aimed_at_another_project_s_load_balancer_is_never_tagged_on_it(
+    simulator: Simulator, make_cluster: Any
+) -> None:
+    """An admin's token lists every project's load balancers unless asked for one: the webhook asks for
+    its own project's, so another project's VIP is no load balancer of ours and its tags stay theirs."""
+    theirs = simulator.state.octavia.add_load_balancer(
+        "theirs", VIP_SHOP, tags=[SERVICE_TAG], project_id="0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
+    )
+    cluster: Cluster = make_cluster(os_cloud="simulator-admin")
+    cluster.desired = [service("shop.cern.ch", VIP_SHOP)]
+
+    cluster.settle()
+
+    assert simulator.state.octavia.load_balancer(theirs).tags == (SERVICE_TAG,)
+    assert [call for call in simulator.state.api_calls("octavia") if call.method == "PUT"] == []
