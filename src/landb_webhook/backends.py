@@ -73,7 +73,8 @@ class ServerStore(Protocol):
         ...
 
     def server(self, server_id: str) -> Server | None:
-        """The server with this id; None when Nova answers that it does not exist (404)."""
+        """The server with this id; None when Nova answers that it does not exist (404), or when it belongs
+        to another project than the credential's (an admin's token reads every project's)."""
         ...
 
     def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
@@ -166,7 +167,8 @@ class LoadBalancerStore(Protocol):
     """The project's Octavia load balancers (adapters.octavia)."""
 
     def load_balancers(self) -> Sequence[LoadBalancer]:
-        """Every load balancer of the project, with its VIP, the VIP's floating IPs and its tags."""
+        """Every load balancer of the credential's project (never another project's, whatever the
+        credential's role), with its VIP, the VIP's floating IPs of that project and its tags."""
         ...
 
     def update_tags(self, load_balancer_id: str, add: Sequence[str], remove: Sequence[str]) -> None:

@@ -394,7 +394,7 @@ def status(settings: Settings, *, output: str) -> int:
 
     def run(ports: Backends) -> int:
         found = _read_status(settings, ports, departed=True)
-        read_from = _read_from(settings, lease=True)
+        read_from = _read_from(settings, lease=True, ports=ports)
         dns = check_dns(settings, ports.state, found)
         print(status_json(found, read_from, dns) if output == "json" else status_table(found, read_from, dns))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
@@ -419,9 +419,14 @@ def _read_status(settings: Settings, ports: Backends, *, departed: bool = False)
     )
 
 
-def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
-    """Where the claims are read and written, and (``lease``) who holds the writer Lease now."""
-    from landb_webhook.wiring import lease_holder, ownership_namespace  # noqa: PLC0415 (imports every adapter)
+def _read_from(settings: Settings, *, lease: bool, ports: Backends | None = None) -> ReadFrom:
+    """Where the claims are read and written, (``lease``) who holds the writer Lease now, and (``ports``,
+    once read) what the load balancers were read from."""
+    from landb_webhook.wiring import (  # noqa: PLC0415 (imports every adapter)
+        lease_holder,
+        load_balancer_service,
+        ownership_namespace,
+    )
 
     namespace = ownership_namespace(settings)
     holder = "not read"
@@ -436,6 +441,7 @@ def _read_from(settings: Settings, *, lease: bool) -> ReadFrom:
         namespace_source=namespace.source,
         configmap=settings.ownership_configmap,
         writer_lease=holder,
+        load_balancers="on" if ports is None else load_balancer_service(settings, ports.load_balancers),
     )
 
 

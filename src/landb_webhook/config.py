@@ -146,7 +146,8 @@ class Settings(BaseSettings):
     os_cacert: Path | None = Field(
         None,
         description="CA bundle to verify OpenStack's TLS certificates with (else clouds.yaml `cacert`, "
-        "cloud.conf `ca-file`, or the system CAs); verification is never turned off by the webhook.",
+        "cloud.conf `ca-file`, or the system CAs); it wins over both. Verification is never turned off by "
+        "the webhook.",
     )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."

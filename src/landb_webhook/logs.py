@@ -9,6 +9,11 @@ shape); an upstream body that echoes a bare password has none. So the configured
 redacted by value: :func:`register_secrets` is called once at start-up with them (wiring.build_backends), and
 every text logged or answered is scrubbed of them. Response bodies keystoneauth logs at debug
 (``RESP BODY:``) are omitted whole: an upstream body is never a log line.
+
+keystoneauth's warnings are logged at debug (:data:`DEMOTED_LOGGERS`): each failed authentication warns
+once per request it tried (``Failed to discover available identity versions ...``), ~5 lines per failed
+call with its retries, while the OpenStack adapter says each Keystone outage once, when it starts and
+when it ends.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ REDACTED = "[REDACTED]"
 
 _HANDLER_NAME = "landb-webhook"
 _OWN_LOGGER = "landb_webhook"
+DEMOTED_LOGGERS = ("keystoneauth",)
+"""Libraries whose warnings are logged at debug: what they warn of, an adapter reports itself."""
 
 _SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "secret", "authorization", "cookie", "apikey"})
 _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("set", "cookie")})
@@ -246,14 +253,31 @@ def configure_logging(
     handler = logging.StreamHandler(output)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter)
+    numeric_level = logging.getLevelNamesMapping()[level.upper()]
+    handler.addFilter(_DemotedWarnings(show=numeric_level == logging.DEBUG))
 
     root = logging.getLogger()
     for previous in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(previous)
     root.addHandler(handler)
-    numeric_level = logging.getLevelNamesMapping()[level.upper()]
     root.setLevel(numeric_level if numeric_level == logging.DEBUG else logging.WARNING)
     logging.getLogger(_OWN_LOGGER).setLevel(numeric_level)
+
+
+class _DemotedWarnings(logging.Filter):
+    """A warning of a :data:`DEMOTED_LOGGERS` library becomes a debug line: shown only at debug level."""
+
+    def __init__(self, *, show: bool) -> None:
+        super().__init__()
+        self._show = show
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not record.name.startswith(DEMOTED_LOGGERS):
+            return True
+        if not self._show:
+            return False
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

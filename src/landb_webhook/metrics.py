@@ -42,8 +42,10 @@ OPENSTACK_OPERATIONS = (
     "set_load_balancer_tags",
 )
 UPSTREAMS = ("nova", "keystone", "kubernetes", "octavia", "neutron")
-OPENSTACK_RESULTS = ("ok", "error", "auth_error")
-"""``auth_error``: Keystone failed before the call could be made; ``error``: Nova failed or did not answer."""
+OPENSTACK_RESULTS = ("ok", "error", "keystone_unreachable", "auth_refused")
+"""``error``: the service called (Nova, Octavia, Neutron) failed or did not answer; the call was not made
+because Keystone gave no token: ``keystone_unreachable`` (no answer, a 5xx or a timeout) or ``auth_refused``
+(it answered and refused the credentials)."""
 REJECTION_REASONS = ("not_json", "wrong_shape", "too_large", "wrong_host", "wrong_media_type")
 REFUSAL_REASONS = (
     "not_owned",
@@ -74,6 +76,7 @@ ALIAS_OWNERSHIP = ("owned", "unowned")
 DNS_STATES = ("pending", "published", "stale", "conflict", "unknown")
 """``dns_names`` states: landb.propagation.WATCHED_STATES (tests/unit/test_webhook_metrics.py checks)."""
 DNS_QUERY_RESULTS = ("answered", "no_answer")
+LOAD_BALANCER_SERVICE_STATES = ("off", "unknown", "present", "absent")
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class Metrics:
     """Webhook calls (reads and applies) and metadata writes that failed because a remote API did, by
     ``upstream`` (nova, keystone, kubernetes)."""
     openstack_api_calls_total: Counter
-    """Calls to OpenStack, each attempt counted, by ``operation`` and ``result`` (ok|error|auth_error)."""
+    """Calls to OpenStack, each attempt counted, by ``operation`` and ``result`` (OPENSTACK_RESULTS)."""
     openstack_api_call_duration_seconds: Histogram
     """Time one OpenStack call took, by ``operation`` and ``result``."""
     metadata_writes_total: Counter
@@ -119,6 +122,8 @@ class Metrics:
     """Nodes whose Nova server was not found: their aliases are not seen."""
     writer_lease_held: Gauge
     """1 while this replica may write: it holds the writer Lease (or leader election is off)."""
+    load_balancer_service: Gauge
+    """1 for the ``state`` of the load-balancer service (LOAD_BALANCER_SERVICE_STATES), 0 for the others."""
     node_cache_age_seconds: Gauge
     """Seconds since the node watch last listed or ended a watch well (+Inf before the first list); a
     quiet cluster resets it once per watch (60 s); nodes() refuses to answer past LANDB_NODE_CACHE_MAX_AGE."""
@@ -185,7 +190,8 @@ class Metrics:
             ),
             openstack_api_calls_total=Counter(
                 f"{PREFIX}_openstack_api_calls_total",
-                "Calls to OpenStack (each retry counted), by operation and result (ok|error|auth_error).",
+                "Calls to OpenStack (each retry counted), by operation and result "
+                "(ok|error|keystone_unreachable|auth_refused).",
                 ["operation", "result"],
                 registry=registry,
             ),
@@ -254,6 +260,13 @@ class Metrics:
             writer_lease_held=Gauge(
                 f"{PREFIX}_writer_lease_held",
                 "1 while this replica may write: it holds the writer Lease, or leader election is off.",
+                registry=registry,
+            ),
+            load_balancer_service=Gauge(
+                f"{PREFIX}_load_balancer_service",
+                "1 for what the webhook knows of the load-balancer service: off (LANDB_LOADBALANCERS=false), "
+                "unknown (not asked yet), present, absent (this cloud has none: no load balancers).",
+                ["state"],
                 registry=registry,
             ),
             node_cache_age_seconds=Gauge(
@@ -337,6 +350,13 @@ class Metrics:
         for result in DNS_QUERY_RESULTS:
             metrics.dns_queries_total.labels(result=result)
         return metrics
+
+    def watch_load_balancer_service(self, state: Callable[[], str]) -> None:
+        """``load_balancer_service{state}`` read at scrape time: 1 for ``state()``, 0 for the others."""
+        for name in LOAD_BALANCER_SERVICE_STATES:
+            self.load_balancer_service.labels(state=name).set_function(
+                lambda name=name: float(state() == name)  # type: ignore[misc]
+            )
 
     def watch(self, *, writer_lease_held: Callable[[], bool], node_cache_age: Callable[[], float]) -> None:
         """Gauges read at scrape time from the component that knows, so they are never stale."""

@@ -29,12 +29,15 @@ class ReadFrom:
     configmap: str
     writer_lease: str
     """``<namespace>/<name>: <holder>``, or why it is not known."""
+    load_balancers: str = "on"
+    """``on``, ``off (...)``, or ``none: ...`` when the cloud has no load-balancer service."""
 
     def lines(self) -> list[str]:
         return [
             f"Ingress selector: {self.ingress_selector}   Registry: {self.registry}",
             f"Claims: ConfigMap {self.namespace}/{self.configmap} (namespace from {self.namespace_source})",
             f"Writer lease: {self.writer_lease}",
+            f"Load balancers: {self.load_balancers}",
         ]
 
 

@@ -30,7 +30,7 @@ from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
 from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
-from landb_webhook.adapters.octavia import OctaviaLoadBalancers
+from landb_webhook.adapters.octavia import ABSENT, OctaviaLoadBalancers
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
@@ -58,6 +58,8 @@ class Resources:
     servers: OpenStackServerStore
     ownership: OwnershipStore
     lease: LeaseElector | None = None
+    load_balancers: OctaviaLoadBalancers | None = None
+    """None: LANDB_LOADBALANCERS off."""
     published: PublicationLog = field(default_factory=PublicationLog)
     """What the provider publishes, for the DNS watcher."""
     dns_watch: DnsWatch | None = None
@@ -252,9 +254,11 @@ def build_backends(
     """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
     authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
     ``metrics``, when given, count the OpenStack calls."""
+    if settings.os_cacert is not None and not settings.os_cacert.is_file():
+        raise SettingError("os_cacert", f"{settings.os_cacert} is not a readable file (a CA bundle, PEM)")
     if settings.os_cloud_conf is not None:
         try:  # a broken file stops start-up, not Records
-            cloudconf.connection_options(settings.os_cloud_conf)
+            cloudconf.connection_options(settings.os_cloud_conf, cacert=settings.os_cacert)
         except cloudconf.CloudConfError as error:
             raise SettingError("os_cloud_conf", str(error)) from None
     try:
@@ -275,9 +279,29 @@ def build_backends(
     else:
         ownership = InMemoryOwnershipStore()
         state = InMemoryStateStore()
-    load_balancers = OctaviaLoadBalancers(servers) if settings.loadbalancers else None
+    load_balancers = (
+        OctaviaLoadBalancers(servers, absent_hint=NO_LOAD_BALANCER_SERVICE)
+        if settings.loadbalancers
+        else None
+    )
     ports = Backends(nodes, servers, ownership, state, load_balancers)
-    return ports, Resources(nodes=nodes, servers=servers, ownership=ownership)
+    return ports, Resources(nodes=nodes, servers=servers, ownership=ownership, load_balancers=load_balancers)
+
+
+NO_LOAD_BALANCER_SERVICE = (
+    f"set {ENV_PREFIX}LOADBALANCERS=false to say this cloud has none: nothing is asked of Octavia then, and "
+    "this line is not said"
+)
+
+
+def load_balancer_service(settings: Settings, load_balancers: OctaviaLoadBalancers | None) -> str:
+    """What the webhook does with load balancers, in words (``status``'s header)."""
+    if load_balancers is None:
+        return f"off ({ENV_PREFIX}LOADBALANCERS=false)"
+    service, why = load_balancers.service()
+    if service == ABSENT:
+        return f"none: this cloud has no load-balancer service ({why}); {NO_LOAD_BALANCER_SERVICE}"
+    return "on"
 
 
 def build_provider(
@@ -311,6 +335,8 @@ def build_provider(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
         node_cache_age=ports.nodes.cache_age,
     )
+    lbs = ports.load_balancers
+    metrics.watch_load_balancer_service(lambda: "off" if lbs is None else lbs.service()[0])
     ports.nodes.start()
     if isinstance(ports.ownership, ConfigMapOwnershipStore):
         ports.ownership.start()  # the one-shot commands (connected_backends) read the claims fresh instead
@@ -345,7 +371,8 @@ def dns_watch(
 
 def ask_openstack_once(resources: Resources) -> threading.Thread:
     """One cheap call (the metadata quota) in the background at start-up: /readyz says ready only once
-    OpenStack has answered, and this gets that answer, or the reason, before external-dns' first loop."""
+    OpenStack has answered, and this gets that answer, or the reason, before external-dns' first loop.
+    Then one list of the load balancers (unless off), so that a cloud without Octavia is said at start-up."""
 
     def ask() -> None:
         try:
@@ -357,8 +384,16 @@ def ask_openstack_once(resources: Resources) -> threading.Thread:
                 hint="check the credentials (LANDB_OS_CLOUD or LANDB_OS_CLOUD_CONF) and that Keystone and "
                 "Nova are reachable from the pod",
             )
-        else:
-            log.info("OpenStack answered", metadata_key_quota=quota)
+            return
+        log.info("OpenStack answered", metadata_key_quota=quota)
+        if resources.load_balancers is not None:
+            # A cloud without Octavia is said now (once, naming the setting), not at the first Records.
+            try:
+                resources.load_balancers.load_balancers()
+            except UpstreamError as error:
+                log.warning(
+                    "Octavia did not answer at start-up: Records answers 503 until it does", error=str(error)
+                )
 
     thread = threading.Thread(target=ask, name="landb-openstack-first-call", daemon=True)
     thread.start()

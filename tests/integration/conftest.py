@@ -126,12 +126,12 @@ def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackSer
     stores: list[OpenStackServerStore] = []
 
     def make(**options: Any) -> OpenStackServerStore:
-        """Backoff sleeps are virtual unless the test passes its own ``clock`` and ``sleep``."""
+        """Backoff sleeps are virtual unless the test passes its own ``clock`` and ``sleep``; ``cloud``
+        names another credential of the simulator's clouds.yaml (``simulator-admin``...)."""
         fake = FakeTime()
+        cloud = options.pop("cloud", client_config.cloud_name)
         options = {"timeout": 3.0, "clock": fake.monotonic, "sleep": fake.sleep, **options}
-        store = OpenStackServerStore(
-            client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, **options
-        )
+        store = OpenStackServerStore(cloud, clouds_yaml=client_config.clouds_yaml, **options)
         stores.append(store)
         return store
 

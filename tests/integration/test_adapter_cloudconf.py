@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
+from landb_webhook.cli import EXIT_INVALID_SETTINGS, main
+from support.logging_state import restored_logging
 
 
 def cloud_conf_from(config: ClientConfig, cloud: str, path: Path) -> Path:
@@ -175,6 +178,54 @@ def test_the_ca_file_verifies_keystone_and_nova_over_tls(simulator: Simulator, t
         trusted.close()
         untrusted.close()
     assert raised.value.upstream == "keystone" and "TLS" in raised.value.reason
+
+
+def test_an_explicit_ca_bundle_wins_over_a_ca_file_absent_from_this_machine(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca-certificates.crt"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    path = tmp_path / "cloud.conf"
+    path.write_text(
+        "[Global]\nauth-url=https://keystone.cern.ch/v3\nuser-id=u\npassword=p\n"
+        "ca-file=/nonexistent/etc/kubernetes/ca-bundle.crt\n"
+    )
+
+    assert connection_options(path, cacert=bundle)["cacert"] == str(bundle)
+    with pytest.raises(CloudConfError, match="or set LANDB_OS_CACERT to a CA bundle on this machine"):
+        connection_options(path)
+
+
+def test_status_from_a_workstation_runs_on_the_cluster_s_cloud_conf_with_its_own_ca_bundle(
+    simulator: Simulator, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cloud.conf names the CA bundle where Magnum puts it on the nodes; this machine has none there,
+    and LANDB_OS_CACERT names the one it has: status reads the cloud over TLS with it (it stopped with exit
+    2 before)."""
+    for name in [name for name in os.environ if name.startswith("LANDB_")]:
+        monkeypatch.delenv(name)
+    config = simulator.write_client_config(tmp_path)
+    assert config.ca_file is not None
+    seed_cluster(simulator.state, ingress_nodes=1, workers=0)
+    on_the_nodes = tmp_path / "node" / "etc" / "kubernetes" / "ca-bundle.crt"  # not on this machine
+    cloud_conf = tls_cloud_conf(config, simulator.https_url, tmp_path / "cloud.conf", on_the_nodes)
+    monkeypatch.setenv("LANDB_OS_CACERT", str(config.ca_file))
+    flags = [f"--os-cloud-conf={cloud_conf}", f"--kubeconfig={config.kubeconfig}"]
+
+    with restored_logging():
+        code = main(["status", *flags, "--ownership-namespace=default", "--no-dns-watch"])
+    captured = capsys.readouterr()
+
+    assert code == 0, captured.err
+    assert "Nothing needs a human." in captured.out.splitlines()
+    assert [call.path for call in simulator.state.api_calls("nova")] != []
+
+    monkeypatch.setenv("LANDB_OS_CACERT", str(tmp_path / "missing.crt"))
+    with restored_logging():
+        code = main(["status", *flags, "--ownership-namespace=default", "--no-dns-watch"])
+
+    assert code == EXIT_INVALID_SETTINGS
+    assert f"--os-cacert (LANDB_OS_CACERT): {tmp_path / 'missing.crt'} is not a readable file" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,11 @@ operation makes (as openstacksdk's own tests declare them), and what a tag write
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from landb_webhook.adapters.octavia import OctaviaLoadBalancers
 from landb_webhook.adapters.openstack import OpenStackServerStore
@@ -99,3 +101,95 @@ def test_an_id_that_is_not_one_is_refused_before_any_call(simulator: Any, octavi
     with pytest.raises(ValueError, match="not a load balancer id"):
         octavia.update_tags("../servers", add=["web"], remove=[])
     assert calls(simulator) == []
+
+
+def test_an_admin_credential_lists_and_tags_its_own_project_s_load_balancers_only(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore], client_config: Any
+) -> None:
+    """Octavia and Neutron list every project's resources to an admin's token unless asked for one project;
+    the adapter asks for the token's, and refuses to write another project's load balancer before its PUT."""
+    store = simulator.state.octavia
+    ours = store.add_load_balancer("ours", "188.184.30.1", floating_ip="137.138.30.1")
+    theirs = store.add_load_balancer(
+        "theirs", "188.184.30.40", project_id=OTHER_PROJECT, floating_ip="137.138.30.40"
+    )
+    store.add_floating_ip(  # another project's floating IP on our VIP port, which only an admin sees
+        "137.138.30.2",
+        port_id=store.load_balancer(ours).vip_port_id,
+        fixed_ip_address="188.184.30.1",
+        project_id=OTHER_PROJECT,
+    )
+    admin = OctaviaLoadBalancers(make_server_store(cloud=client_config.admin_cloud_name))
+    simulator.state.reset_api_calls()
+
+    found = admin.load_balancers()
+    with pytest.raises(UpstreamError) as refused:
+        admin.update_tags(theirs, add=["landb-alias=web"], remove=[])
+
+    assert [(lb.id, lb.floating_ips) for lb in found] == [(ours, ("137.138.30.1",))]
+    assert refused.value.upstream == "octavia" and not refused.value.retryable
+    assert f"load balancer {theirs} belongs to project {OTHER_PROJECT}" in refused.value.reason
+    assert calls(simulator) == [
+        ("octavia", "GET", "loadbalancers"),
+        ("neutron", "GET", "floatingips"),
+        ("octavia", "GET", theirs),
+    ]
+    assert store.load_balancer(theirs).tags == ()
+
+
+# -- a cloud without Octavia is not an outage --------------------------------------------------------------
+
+NOT_SERVED = {"api": "octavia", "status": 404, "times": None, "body": "<html>404 Not Found</html>"}
+"""A catalog entry with no Octavia behind it: every request under it answers 404, as a proxy's would."""
+
+
+def test_a_cloud_without_a_load_balancer_service_has_none_and_says_so_once_naming_the_setting(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    simulator.state.identity.catalog_without = {"load-balancer"}
+    octavia = OctaviaLoadBalancers(make_server_store(), absent_hint="set LANDB_LOADBALANCERS=false")
+
+    with capture_logs() as logs:
+        found = [octavia.load_balancers(), octavia.load_balancers()]
+
+    assert found == [[], []]
+    assert octavia.service() == ("absent", "not in the OpenStack catalog")
+    assert [(log["event"], log.get("hint")) for log in logs if log["log_level"] == "warning"] == [
+        (
+            "this cloud has no load-balancer service: running without load balancers, only ingress nodes "
+            "carry names",
+            "set LANDB_LOADBALANCERS=false",
+        )
+    ]
+    assert calls(simulator) == []
+
+
+def test_a_load_balancer_api_answering_404_is_an_absent_service_not_an_outage(
+    simulator: Any, octavia: Any
+) -> None:
+    simulator.state.inject_fault(**NOT_SERVED)
+
+    assert octavia.load_balancers() == []
+    assert octavia.service() == ("absent", "the load-balancer API of the catalog answers 404")
+
+
+@pytest.mark.parametrize("down", [{"status": 503}, {"reset": True}])
+def test_an_octavia_that_is_down_is_an_upstream_error(
+    simulator: Any, octavia: Any, down: dict[str, Any]
+) -> None:
+    simulator.state.inject_fault(api="octavia", times=None, **down)
+
+    with pytest.raises(UpstreamError) as failed:
+        octavia.load_balancers()
+
+    assert failed.value.upstream == "octavia"
+    assert octavia.service() == ("unknown", "")
+
+
+def test_a_404_after_octavia_answered_is_an_outage(simulator: Any, octavia: Any) -> None:
+    assert octavia.load_balancers() == []
+    simulator.state.inject_fault(**NOT_SERVED)
+
+    with pytest.raises(UpstreamError, match="HTTP 404"):
+        octavia.load_balancers()
+    assert octavia.service() == ("present", "")

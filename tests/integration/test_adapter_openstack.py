@@ -326,3 +326,31 @@ def test_concurrent_first_use_connects_and_authenticates_once(simulator: Any, se
     assert all(state.metadata(server)["landb-alias"] == "app--load-0-" for server in servers)
     assert len([call for call in state.api_calls("keystone") if call.method == "POST"]) == 1
     assert len(nova_calls(state, "POST")) == 8
+
+
+def test_an_admin_credential_reads_its_own_project_s_servers_only(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore], client_config: Any
+) -> None:
+    """An admin's token reads any project's server by id (and Nova would take its writes): a node whose
+    providerID names another project's server gets no server, so nothing of it is ever written; the
+    name search is Nova's, scoped to the token's project, with no ``all_tenants``."""
+    state = simulator.state
+    other_project = "0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
+    ours = state.add_server("admin-node-0")
+    state.add_server("admin-node-0", project_id=other_project)  # same name, another project
+    theirs = state.add_server("their-node", project_id=other_project)
+    store = make_server_store(cloud=client_config.admin_cloud_name)
+
+    with capture_logs() as logs:
+        found = store.servers_for([node("admin-node-0"), node("admin-node-1", theirs)])
+        read_by_id = store.server(theirs)
+
+    assert {name: server.id for name, server in found.items()} == {"admin-node-0": ours}
+    assert read_by_id is None
+    ignored = ("server of another project ignored: neither read nor written", other_project)
+    assert [(log["event"], log.get("project_id")) for log in logs if log["log_level"] == "warning"] == [
+        ignored,
+        ("server of node not found", None),
+        ignored,
+    ]
+    assert all("all_tenants" not in call.query for call in server_searches(state))

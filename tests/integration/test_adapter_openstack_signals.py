@@ -5,6 +5,8 @@ Driven through openstacksdk against the simulated Keystone and Nova, faults inje
 
 from __future__ import annotations
 
+import io
+import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,9 @@ import yaml
 from landb_webhook.adapters.openstack import FAILURE_WINDOW, NOT_ANSWERED_YET, OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
+from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
+from support.logging_state import restored_logging
 
 CALLS = "landb_webhook_openstack_api_calls_total"
 DURATIONS = "landb_webhook_openstack_api_call_duration_seconds_count"
@@ -70,7 +74,7 @@ def test_every_call_is_counted_and_timed_by_operation_and_result(
     assert calls(metrics, "set_metadata", "ok", DURATIONS) == 1
 
 
-def test_refused_credentials_are_auth_errors_and_make_openstack_unavailable(
+def test_refused_credentials_are_auth_refused_and_make_openstack_unavailable(
     simulator: Any, client_config: Any, metrics: Metrics
 ) -> None:
     clouds = client_config.clouds_yaml.read_text()
@@ -87,7 +91,8 @@ def test_refused_credentials_are_auth_errors_and_make_openstack_unavailable(
     finally:
         store.close()
 
-    assert calls(metrics, "get_limits", "auth_error") == 1
+    assert calls(metrics, "get_limits", "auth_refused") == 1
+    assert calls(metrics, "get_limits", "keystone_unreachable") == 0
     assert reason is not None and reason.startswith("keystone:") and "401" in reason
     assert "not-the-password" not in reason
 
@@ -167,3 +172,69 @@ def test_an_unreachable_keystone_is_named_by_url_with_the_innermost_reason(
         f"keystone: read limits: connection failed: https://{address}/v3/auth/tokens: {why}"
     )
     assert len(reason) <= 320 and "HTTPSConnectionPool" not in reason
+
+
+def logged(stream: io.StringIO) -> list[tuple[str, str]]:
+    """(level, event) of every line logged, in order."""
+    return [(line["level"], line["event"]) for line in map(json.loads, stream.getvalue().splitlines())]
+
+
+@pytest.mark.parametrize(
+    ("fault", "result"),
+    [
+        ({"reset": True}, "keystone_unreachable"),  # a Keystone that drops every connection
+        ({"status": 503}, "keystone_unreachable"),  # down behind its load balancer
+        ({"status": 401, "path_pattern": "/auth/tokens$"}, "auth_refused"),  # answering, and refusing
+    ],
+)
+def test_a_keystone_outage_is_one_line_when_it_starts_and_one_when_it_ends(
+    simulator: Any,
+    make_server_store: Callable[..., OpenStackServerStore],
+    metrics: Metrics,
+    fault: dict[str, Any],
+    result: str,
+) -> None:
+    """Each failed call made ~10 warnings (keystoneauth's, then ours per retry); now the outage is said
+    once, counted under a result saying what happened, and its end is said once."""
+    store = make_server_store(metrics=metrics)  # the default policy: 4 retries per call
+    outage = simulator.state.inject_fault(api="keystone", times=None, **fault)
+    stream = io.StringIO()
+    with restored_logging():
+        configure_logging("info", "json", stream=stream)
+        for _ in range(3):
+            with pytest.raises(UpstreamError):
+                store.max_metadata_items()
+        outage.cancel()
+        store.max_metadata_items()
+
+    said = {
+        "keystone_unreachable": "keystone unreachable: every OpenStack call fails until it answers",
+        "auth_refused": "keystone refuses the credentials: every OpenStack call fails until they are fixed",
+    }
+    assert logged(stream) == [("warning", said[result]), ("info", "keystone answers again")]
+    failed = calls(metrics, "get_limits", result)
+    assert failed >= 3  # every attempt is counted, retries included
+    assert calls(metrics, "get_limits", "ok") == 1
+    assert sum(calls(metrics, "get_limits", other) for other in said if other != result) == 0
+    ended = json.loads(stream.getvalue().splitlines()[-1])
+    assert (ended["failed_attempts"], ended["was"]) == (failed, result)
+
+
+def test_at_debug_keystoneauth_s_warnings_are_debug_lines(
+    simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
+) -> None:
+    store = make_server_store(retry=RetryPolicy(transient_retries=0, conflict_retries=0))
+    simulator.state.inject_fault(api="keystone", reset=True, times=None)
+    stream = io.StringIO()
+    with restored_logging():
+        configure_logging("debug", "json", stream=stream)
+        with pytest.raises(UpstreamError):
+            store.max_metadata_items()
+
+    from_keystoneauth = [
+        (line["level"], line["event"][:40])
+        for line in map(json.loads, stream.getvalue().splitlines())
+        if line.get("logger", "").startswith("keystoneauth.identity")
+    ]
+    assert ("debug", "Failed to discover available identity ve") in from_keystoneauth
+    assert all(level == "debug" for level, _ in from_keystoneauth)

@@ -178,6 +178,7 @@ def test_status_json_reports_every_name_and_everything_that_needs_a_human(world:
         "configmap": CONFIGMAP,
         "writer_lease": f"{NAMESPACE}/landb-webhook: nobody: no Lease yet (no webhook has run with leader "
         "election)",
+        "load_balancers": "on",
     }
     assert [
         (c["node"], c["index"], c["key"], c["frozen"], c["ingress"], c["ready"]) for c in app["carriers"]
@@ -269,13 +270,14 @@ def test_status_table_shows_the_same_findings_in_key_lines(world: World) -> None
 
     assert code == EXIT_NEEDS_A_HUMAN
     lines = out.splitlines()
-    assert lines[:3] == [
+    assert lines[:4] == [
         "Ingress selector: role=ingress   Registry: txt",
         f"Claims: ConfigMap {NAMESPACE}/{CONFIGMAP} (namespace from LANDB_OWNERSHIP_NAMESPACE)",
         "Writer lease: default/landb-webhook: nobody: no Lease yet (no webhook has run with leader election)",
+        "Load balancers: on",
     ]
-    assert lines[3] == "DNS: not asked (LANDB_DNS_WATCH=false)"
-    assert lines[5].split() == ["NAME", "CLAIM", "INGRESS", "CARRIERS"]
+    assert lines[4] == "DNS: not asked (LANDB_DNS_WATCH=false)"
+    assert lines[6].split() == ["NAME", "CLAIM", "INGRESS", "CARRIERS"]
     row = next(line for line in lines if line.startswith("app.cern.ch "))
     assert f"owner {OWNER}  ingress/default/app" in row
     assert f"{nodes['n0']} N=0, {nodes['n1']} N=1 (not Ready), {nodes['n2']} N=2" in row

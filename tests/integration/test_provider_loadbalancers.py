@@ -24,6 +24,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import State
 from landb_webhook.provider import ApplyError
 from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
+from landb_webhook.wiring import NO_LOAD_BALANCER_SERVICE, ask_openstack_once
 from support.homes import watching
 from support.metrics import counted
 from support.provider_cluster import OWNER, Cluster
@@ -421,3 +422,68 @@ def test_the_dns_watch_follows_tagged_names_from_the_tag_write_to_their_vip_and_
         assert states_a_minute_later() == {"app.cern.ch": State.PUBLISHED, "shop.cern.ch": State.PUBLISHED}
     said = [line["event"] for line in logs if line["log_level"] == "info"]
     assert said == ["app.cern.ch resolves to its load balancer, 7 min after the write"]
+
+
+# -- a cloud without Octavia ------------------------------------------------------------------------------
+
+NOT_SERVED = {"api": "octavia", "status": 404, "times": None, "body": "<html>404 Not Found</html>"}
+"""A catalog entry with no Octavia behind it, as on a Nova-only cloud: every request under it is a 404."""
+
+
+def test_a_cloud_without_octavia_publishes_on_the_nodes_and_says_so_once_at_start_up(
+    simulator: Simulator, make_cluster: Any
+) -> None:
+    """With LANDB_LOADBALANCERS on (the default), every Records was a 503 (`octavia unavailable: list load
+    balancers: HTTP 404`) forever, so no name was ever published."""
+    simulator.state.inject_fault(**NOT_SERVED)
+    cluster: Cluster = make_cluster()
+    cluster.desired = [ingress("app.cern.ch")]
+
+    with capture_logs() as logs:
+        ask_openstack_once(cluster.resources).join(30)
+        cluster.settle()
+
+    assert set(cluster.aliases(cluster.nodes[0])) == {"app"}
+    assert cluster.gauge("load_balancer_service", state="absent") == 1
+    assert cluster.gauge("load_balancer_service", state="present") == 0
+    absent = [log for log in logs if log["event"].startswith("this cloud has no load-balancer service")]
+    assert [(log["why"], log["hint"]) for log in absent] == [
+        ("the load-balancer API of the catalog answers 404", NO_LOAD_BALANCER_SERVICE)
+    ]
+    assert "LANDB_LOADBALANCERS=false" in NO_LOAD_BALANCER_SERVICE
+
+
+def test_status_says_the_cloud_has_no_load_balancer_service(
+    world: World,  # noqa: F811 (the fixture of test_adopt_and_status, shared)
+) -> None:
+    world.sim.state.identity.catalog_without = {"load-balancer"}
+
+    code, out, _ = world.run("status")
+    _, document, _ = world.run("status", "--output=json")
+    _, off, _ = world.run("status", "--no-loadbalancers")
+
+    assert code == 0
+    said = (
+        "Load balancers: none: this cloud has no load-balancer service (not in the OpenStack catalog); "
+        f"{NO_LOAD_BALANCER_SERVICE}"
+    )
+    assert said in out.splitlines()
+    assert json.loads(document)["read_from"]["load_balancers"] == said.removeprefix("Load balancers: ")
+    assert "Load balancers: off (LANDB_LOADBALANCERS=false)" in off.splitlines()
+
+
+def test_with_an_admin_credential_a_name_aimed_at_another_project_s_load_balancer_is_never_tagged_on_it(
+    simulator: Simulator, make_cluster: Any
+) -> None:
+    """An admin's token lists every project's load balancers unless asked for one: the webhook asks for
+    its own project's, so another project's VIP is no load balancer of ours and its tags stay theirs."""
+    theirs = simulator.state.octavia.add_load_balancer(
+        "theirs", VIP_SHOP, tags=[SERVICE_TAG], project_id="0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
+    )
+    cluster: Cluster = make_cluster(os_cloud="simulator-admin")
+    cluster.desired = [service("shop.cern.ch", VIP_SHOP)]
+
+    cluster.settle()
+
+    assert simulator.state.octavia.load_balancer(theirs).tags == (SERVICE_TAG,)
+    assert [call for call in simulator.state.api_calls("octavia") if call.method == "PUT"] == []

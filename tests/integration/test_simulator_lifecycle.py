@@ -17,6 +17,8 @@ from pathlib import Path
 import dns.message
 import dns.query
 import httpx
+import openstack.config
+import openstack.connection
 import pytest
 import yaml
 from kubernetes import client, config
@@ -169,3 +171,30 @@ def test_run_simulator_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
             process.wait()
     assert process.returncode == 0, err
     assert "Simulator stopped." in out
+
+
+def test_run_simulator_without_load_balancers_serves_a_catalog_without_octavia(tmp_path: Path) -> None:
+    """``serve --without-load-balancers``: a Nova-only cloud, whose token catalog lists no load-balancer."""
+    console, stop = _Console(), threading.Event()
+    runner = threading.Thread(
+        target=run_simulator,
+        args=(tmp_path,),
+        kwargs={"ingress_nodes": 1, "workers": 0, "stop": stop, "out": console, "load_balancers": False},
+    )
+    runner.start()
+    try:
+        assert console.ready.wait(10), console.getvalue()
+        loader = openstack.config.OpenStackConfig(
+            config_files=[str(tmp_path / "clouds.yaml")], load_envvars=False
+        )
+        conn = openstack.connection.Connection(config=loader.get_one(cloud="simulator"))
+        catalog = {
+            entry["type"] for entry in conn.session.auth.get_access(conn.session).service_catalog.catalog
+        }
+        conn.close()
+        assert "No load-balancer service in the catalog" in console.getvalue()
+        assert "compute" in catalog and "load-balancer" not in catalog
+    finally:
+        stop.set()
+        runner.join(10)
+    assert not runner.is_alive()

@@ -15,6 +15,7 @@ from openstack import exceptions
 from openstack.connection import Connection
 
 from landb_simulator import ApiCall, ClientConfig, Simulator, seed_cluster
+from landb_simulator.identity import PROJECT_ID
 
 NovaHttp = Any  # the nova_http factory fixture from tests/conftest.py
 
@@ -751,3 +752,34 @@ def wait_until(condition: Callable[[], bool], *, what: str, timeout: float = 5.0
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+def test_another_project_s_server_is_listed_only_with_all_tenants_and_shown_only_to_an_admin(
+    simulator: Simulator, nova_http: NovaHttp
+) -> None:
+    """As Nova: a list is the token's project's whatever its roles; ``all_tenants`` lets an admin see
+    every project's (or the one ``project_id`` names) and is refused to others; by id an admin reads and
+    writes any project's server, anyone else gets 404."""
+    other_project = "0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
+    ours = simulator.state.add_server("web-1")
+    theirs = simulator.state.add_server("web-1", project_id=other_project)
+    member, admin = nova_http(), nova_http(user="cloud-admin")
+
+    for caller in (member, admin):
+        assert {
+            s["id"] for s in caller.get("/servers/detail", params={"name": "^web-1$"}).json()["servers"]
+        } == {ours}
+        assert {
+            s["id"] for s in caller.get("/servers", params={"project_id": other_project}).json()["servers"]
+        } == {ours}
+    every = admin.get("/servers/detail", params={"all_tenants": "1"}).json()["servers"]
+    assert {(s["id"], s["tenant_id"]) for s in every} == {(ours, PROJECT_ID), (theirs, other_project)}
+    only_theirs = admin.get("/servers", params={"all_tenants": "True", "project_id": other_project})
+    assert [s["id"] for s in only_theirs.json()["servers"]] == [theirs]
+    assert member.get("/servers/detail", params={"all_tenants": "1"}).status_code == 403
+
+    assert member.get(f"/servers/{theirs}").status_code == 404
+    assert member.post(f"/servers/{theirs}/metadata", json={"metadata": {"k": "v"}}).status_code == 404
+    assert admin.get(f"/servers/{theirs}").json()["server"]["tenant_id"] == other_project
+    assert admin.post(f"/servers/{theirs}/metadata", json={"metadata": {"k": "v"}}).status_code == 200
+    assert simulator.state.metadata(theirs) == {"k": "v"}

@@ -60,13 +60,14 @@ def log_everything_secret(output_format: LogFormat) -> str:
     )
     log.info("token issued", **{"X-Subject-Token": SECRETS["token"]})
     log.warning(f"retrying with token {SECRETS['fernet']}")
-    # keystoneauth's debug lines show tokens hashed as {SHA256}<hex>: still not for a log.
-    logging.getLogger("keystoneauth.session").warning(
+    # keystoneauth's debug lines show tokens hashed as {SHA256}<hex>: still not for a log. (At error: its
+    # warnings are debug lines, test_keystoneauth_warnings_are_debug_lines.)
+    logging.getLogger("keystoneauth.session").error(
         'REQ: curl -g -i -X GET https://nova.cern.ch/v2.1 -H "X-Auth-Token: {SHA256}%s"',
         SECRETS["hashed_token"],
     )
     # What keystoneauth and the kubernetes client print at debug, as a library line:
-    logging.getLogger("keystoneauth.session").warning(
+    logging.getLogger("keystoneauth.session").error(
         'REQ: curl -g -i -X GET https://keystone.cern.ch/v3 -H "X-Auth-Token: %s" '
         "-H 'Authorization: Bearer %s' https://svc:%s@nova.cern.ch/servers sa=%s",
         SECRETS["token"],
@@ -128,6 +129,20 @@ def test_debug_shows_library_details_too() -> None:
 
     assert ("urllib3.connectionpool", "library chatter") in lines
     assert ("landb_webhook.provider", "our detail") in lines
+
+
+@pytest.mark.parametrize(("level", "shown"), [("info", []), ("debug", [("debug", "Failed to discover")])])
+def test_keystoneauth_warnings_are_debug_lines(level: LogLevel, shown: list[tuple[str, str]]) -> None:
+    """Each failed authentication makes keystoneauth warn once per request it tried; the OpenStack adapter
+    says a Keystone outage itself, once (tests/integration/test_adapter_openstack_signals.py)."""
+    stream = io.StringIO()
+    configure_logging(level, "json", stream=stream)
+
+    logging.getLogger("keystoneauth.identity.generic.base").warning("Failed to discover")
+    logging.getLogger("keystoneauth.session").error("still an error")
+
+    lines = [(line["level"], line["event"]) for line in map(json.loads, stream.getvalue().splitlines())]
+    assert lines == [*shown, ("error", "still an error")]
 
 
 def test_configuring_again_replaces_the_handler() -> None:

@@ -73,7 +73,7 @@ def test_openstack_call_and_upstream_error_series_exist_before_the_first_call() 
     registry = Metrics.create(process_metrics=False).registry
 
     for operation in ("list_servers", "get_server", "set_metadata", "delete_metadata", "get_limits"):
-        for result in ("ok", "error", "auth_error"):
+        for result in ("ok", "error", "keystone_unreachable", "auth_refused"):
             labels = {"operation": operation, "result": result}
             assert registry.get_sample_value("landb_webhook_openstack_api_calls_total", labels) == 0
     for upstream in ("nova", "keystone", "kubernetes"):

@@ -8,7 +8,9 @@ Every CERN Magnum cluster carries its OpenStack credentials in Secret ``kube-sys
 The cloud provider reads the file with the gcfg syntax (git-config style), and Magnum and operators
 write both ``region=cern`` and ``region = "cern"``: values are read the way gcfg reads them (double
 quotes removed, ``\\"`` and ``\\\\`` escapes honoured, ``;`` or ``#`` outside quotes starts a comment).
-``ca-file`` names the CA bundle Keystone's and Nova's certificates are verified with.
+``ca-file`` names the CA bundle Keystone's and Nova's certificates are verified with, unless a CA bundle is
+given explicitly (``LANDB_OS_CACERT``): an explicit setting wins over the file's, whose ``ca-file`` is then
+neither read nor checked (a cluster's cloud.conf names a path on its nodes, absent from a workstation).
 
 Without a cloud.conf, openstacksdk reads clouds.yaml and the ``OS_*`` environment;
 :func:`clouds_yaml_problem` asks it, before start-up, whether that gives credentials at all.
@@ -76,8 +78,9 @@ def clouds_yaml_problem(cloud: str | None) -> str | None:
     return None
 
 
-def connection_options(path: Path) -> dict[str, Any]:
-    """Keyword arguments for ``openstack.connect`` from a cloud.conf file."""
+def connection_options(path: Path, *, cacert: Path | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``openstack.connect`` from a cloud.conf file; ``cacert``, when given, is the CA
+    bundle instead of the file's ``ca-file`` (which is then not checked)."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
         with path.open() as handle:
@@ -111,11 +114,14 @@ def connection_options(path: Path) -> dict[str, Any]:
     }
     if values.get("region"):
         options["region_name"] = values["region"]
-    if values.get("ca-file"):
+    if cacert is not None:
+        options["cacert"] = str(cacert)
+    elif values.get("ca-file"):
         ca_file = Path(values["ca-file"])
         if not ca_file.is_file():
             raise CloudConfError(
-                f"{path}: [Global] ca-file {ca_file} is not a readable file (mount the CA bundle there)"
+                f"{path}: [Global] ca-file {ca_file} is not a readable file (mount the CA bundle there, "
+                "or set LANDB_OS_CACERT to a CA bundle on this machine, which wins over ca-file)"
             )
         options["cacert"] = str(ca_file)
     return options

@@ -2,8 +2,11 @@
 
 Design choices, each forced by an Octavia fact (see /docs/reference.md and landb.loadbalancers):
 
-- One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers``, every page),
-  plus, only when there is a load balancer, one list of the project's floating IPs (Neutron). Tags
+- One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers?project_id=<the
+  token's project>``, every page), plus, only when there is a load balancer, one list of the project's
+  floating IPs (Neutron, filtered the same way). Without the filter an admin's (or global reader's)
+  token lists every project's, and a name targeting another project's VIP would be tagged on *their* load
+  balancer; a tag write also checks the project of the load balancer it reads before its PUT. Tags
   cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load balancers carry
   a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
   by its target costs no call of its own (a ``vip_address`` filter would cost one per address).
@@ -15,8 +18,12 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
   reads the tags afresh after another writer's update.
 - Calls run on the Nova adapter's session (one Keystone token, one connection, the same deadline,
   metrics and failure accounting); their errors name ``octavia`` (or ``neutron``).
-- A cloud without a load-balancer (or network) service in its catalog has no load balancers (or
-  floating IPs): said once, not an error.
+- A cloud without a load-balancer service has no load balancers: its catalog lists none, or the API it
+  lists answers 404 (no Octavia behind it; a real Nova-only cloud does). That is not an outage: said
+  once, with ``absent_hint`` (the setting that says so), and the lists answer no load balancer, asked
+  afresh each time so an Octavia deployed later is seen. Once Octavia has answered a list in this process,
+  a 404 is an outage like any other failure (503). A cloud without a network service has no floating IPs
+  (said once).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import openstack.connection
 import openstack.exceptions as sdk_exceptions
 import structlog
 
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackServerStore, check_own, own_project
 from landb_webhook.backends import LoadBalancer
 from landb_webhook.landb.loadbalancers import tags_after
 
@@ -39,6 +46,13 @@ OCTAVIA = "octavia"
 NEUTRON = "neutron"
 
 _NOT_IN_CATALOG = (sdk_exceptions.EndpointNotFound, sdk_exceptions.ServiceDisabledException)
+
+UNKNOWN = "unknown"
+PRESENT = "present"
+ABSENT = "absent"
+SERVICE_STATES = (UNKNOWN, PRESENT, ABSENT)
+"""What :meth:`OctaviaLoadBalancers.service` says of the load-balancer service: not asked yet, it answered
+a list, it is not in this cloud."""
 _LOAD_BALANCER_ID = re.compile(r"[A-Za-z0-9\-]{1,64}")
 
 
@@ -46,10 +60,18 @@ class OctaviaLoadBalancers:
     """ports.LoadBalancerStore backed by Octavia (and Neutron for floating IPs); safe to share between
     threads."""
 
-    def __init__(self, session: OpenStackServerStore) -> None:
-        """``session``: the OpenStack adapter whose connection, retries and metrics are used."""
+    def __init__(self, session: OpenStackServerStore, *, absent_hint: str = "") -> None:
+        """``session``: the OpenStack adapter whose connection, retries and metrics are used;
+        ``absent_hint``: what to change when this cloud has no load-balancer service, said with it."""
         self._session = session
+        self._absent_hint = absent_hint
         self._said_missing: set[str] = set()
+        self._service = UNKNOWN
+        self._absent_because = ""
+
+    def service(self) -> tuple[str, str]:
+        """The load-balancer service as the last list found it (SERVICE_STATES), and why it is absent."""
+        return self._service, self._absent_because
 
     def load_balancers(self) -> Sequence[LoadBalancer]:
         found = self._session.call(
@@ -85,6 +107,7 @@ class OctaviaLoadBalancers:
 
         def read_and_write(conn: openstack.connection.Connection) -> None:
             current = conn.load_balancer.get_load_balancer(load_balancer_id)
+            check_own(conn, "load balancer", load_balancer_id, current.project_id)
             tags = [str(tag) for tag in current.tags or ()]
             wanted = tags_after(tags, add, remove)
             if sorted(set(wanted)) == sorted(set(tags)):
@@ -102,16 +125,33 @@ class OctaviaLoadBalancers:
         self, conn: openstack.connection.Connection
     ) -> list[tuple[LoadBalancer, str | None]]:
         try:
-            found = list(conn.load_balancer.load_balancers())
+            found = list(conn.load_balancer.load_balancers(project_id=own_project(conn)))
         except _NOT_IN_CATALOG:
-            self._say_missing("load-balancer", "no load balancers are seen; only ingress nodes carry names")
-            return []
+            return self._absent("not in the OpenStack catalog")
+        except sdk_exceptions.NotFoundException:
+            if self._service == PRESENT:
+                raise  # it answered before: an outage, not an absence
+            return self._absent("the load-balancer API of the catalog answers 404")
+        self._service = PRESENT
         return [(_value_of(lb), _text_or_none(lb.vip_port_id)) for lb in found]
+
+    def _absent(self, why: str) -> list[tuple[LoadBalancer, str | None]]:
+        """No load-balancer service: no load balancer, said once per process."""
+        self._service, self._absent_because = ABSENT, why
+        if "load-balancer" not in self._said_missing:
+            self._said_missing.add("load-balancer")
+            log.warning(
+                "this cloud has no load-balancer service: running without load balancers, only ingress "
+                "nodes carry names",
+                why=why,
+                **({"hint": self._absent_hint} if self._absent_hint else {}),
+            )
+        return []
 
     def _floating_ips(self, conn: openstack.connection.Connection, ports: set[str]) -> dict[str, list[str]]:
         """Port id -> floating addresses, for the VIP ports among the project's floating IPs."""
         try:
-            found = list(conn.network.ips())
+            found = list(conn.network.ips(project_id=own_project(conn)))
         except _NOT_IN_CATALOG:
             self._say_missing("network", "floating IPs of load balancers are not seen")
             return {}

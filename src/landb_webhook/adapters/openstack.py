@@ -9,6 +9,12 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   project (a CERN project may hold thousands). A node's ``providerID`` decides which server is
   its own; names, which are not unique in a project, are only trusted when exactly one server
   carries the node's name.
+- Everything read or written is the credential's own project's, whatever its roles: an admin (or global
+  reader) token reads any project's server by id, so a server of another project read by id counts as
+  not found (a node's providerID pointing there is not followed), and writes only ever go to servers
+  read that way or found by the name search, which Nova scopes to the token's project (the adapter never
+  asks for ``all_tenants``). adapters.octavia scopes its lists and checks its writes the same way, with
+  :func:`own_project`.
 - Metadata is written with one merge POST per server and deleted one key per DELETE. The SDK's
   ``delete_server_metadata`` wipes *all* metadata (LanDB's own keys included) when given no keys,
   so it is never used; the per-key resource call is, after the key is checked.
@@ -24,7 +30,12 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   waiting on it for good; now no call waits on it past its deadline, and a connection whose holder is
   stuck is replaced.
 - Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
-  name; the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
+  name and a result saying what happened (``ok``, ``error``: the service called failed,
+  ``keystone_unreachable``: Keystone did not answer or failed, ``auth_refused``: Keystone answered and
+  refused); the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
+- A Keystone outage is said once when it starts (a warning naming what happened) and once when it ends
+  (Keystone answers again: how long it lasted, how many attempts failed); every failed attempt between
+  is a debug line, as are keystoneauth's own warnings (logs.DEMOTED_LOGGERS).
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote_plus, urlsplit
@@ -95,6 +107,37 @@ _PLAIN_LOCK = type(threading.Lock())
 FAILURE_WINDOW = 300.0
 """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
 
+KEYSTONE_UNREACHABLE = "keystone_unreachable"
+AUTH_REFUSED = "auth_refused"
+_KEYSTONE_SAYS = {
+    KEYSTONE_UNREACHABLE: "keystone unreachable: every OpenStack call fails until it answers",
+    AUTH_REFUSED: "keystone refuses the credentials: every OpenStack call fails until they are fixed",
+}
+_REFUSALS = (
+    ksa_exceptions.AuthorizationFailure,
+    ksa_exceptions.AuthPluginException,
+    ksa_exceptions.CatalogException,
+    sdk_exceptions.ConfigException,
+)
+
+
+def keystone_result(exc: BaseException) -> str:
+    """What a failed authentication says happened: ``auth_refused`` when Keystone answered and refused (a
+    4xx other than 408 and 429, an authorization or configuration failure); ``keystone_unreachable`` when
+    it did not answer or failed (refused or reset connections, DNS, TLS, timeouts, 5xx, 408, 429)."""
+    cause: BaseException | None = exc
+    for _ in range(_MAX_CAUSES):
+        if cause is None:
+            break
+        status = _status_of(cause)
+        if status is not None:
+            refused = 400 <= status < 500 and status not in (_HTTP_REQUEST_TIMEOUT, _HTTP_TOO_MANY_REQUESTS)
+            return AUTH_REFUSED if refused else KEYSTONE_UNREACHABLE
+        if isinstance(cause, _REFUSALS) or (isinstance(cause, UpstreamError) and not cause.retryable):
+            return AUTH_REFUSED
+        cause = cause.__cause__ or cause.__context__
+    return KEYSTONE_UNREACHABLE
+
 
 class OpenStackServerStore:
     """backends.ServerStore backed by Nova; safe to share between threads."""
@@ -137,6 +180,7 @@ class OpenStackServerStore:
         self._clock = clock
         self._sleep = sleep
         self._chance = chance or random.Random()  # noqa: S311 (jitter, not a secret)
+        self._cacert = cacert
         self._tls: dict[str, Any] = {"cacert": str(cacert)} if cacert is not None else {}
         self._max_name_filter_length = max_name_filter_length
         self._limits_ttl = limits_ttl
@@ -144,12 +188,15 @@ class OpenStackServerStore:
         self._failure_window = failure_window
 
         self._lock = threading.Lock()
+        self._outage_lock = threading.Lock()
         self._last_failure: tuple[float, str] | None = None
         """When and why the last call failed for a reason that is OpenStack's; None after a success."""
         self._answered = False
         """A call has succeeded since start-up: until then the webhook is not known to work."""
         self._conn: openstack.connection.Connection | None = None
         self._max_metadata_items: tuple[int, float] | None = None
+        self._outage: _Outage | None = None
+        """The Keystone outage under way (said when it started), None while Keystone answers."""
 
     def secret_values(self) -> list[str]:
         """The configured credentials (password, application credential secret, token), read from the
@@ -157,7 +204,7 @@ class OpenStackServerStore:
         first call will say why)."""
         try:
             if self._cloud_conf is not None:
-                auth = cloudconf.connection_options(self._cloud_conf).get("auth", {})
+                auth = cloudconf.connection_options(self._cloud_conf, cacert=self._cacert).get("auth", {})
             else:
                 files = [str(self._clouds_yaml)] if self._clouds_yaml is not None else None
                 loader = openstack.config.OpenStackConfig(
@@ -200,11 +247,26 @@ class OpenStackServerStore:
         return found
 
     def server(self, server_id: str) -> Server | None:
-        """One GET of the server; None on Nova's 404 (it was deleted)."""
+        """One GET of the server; None on Nova's 404 (it was deleted), and for a server of another project
+        than the credential's (which an admin's token can read)."""
         _check_server_id(server_id)
-        return self.call(
-            f"read server {server_id}", functools.partial(_find_by_id, server_id=server_id), api="get_server"
-        )
+        try:
+            return self.call(
+                f"read server {server_id}",
+                functools.partial(_find_by_id, server_id=server_id),
+                api="get_server",
+            )
+        except UpstreamError as error:
+            if not isinstance(error.__cause__, ForeignResource):
+                raise
+            log.warning(
+                "server of another project ignored: neither read nor written",
+                server_id=server_id,
+                project_id=error.__cause__.project_id,
+                hint="the OpenStack credential has rights beyond its project (admin or reader of all); "
+                "the webhook only touches its own project's servers",
+            )
+            return None
 
     def set_metadata(self, server_id: str, items: Mapping[str, str]) -> None:
         """One POST that merges ``items`` into the server's metadata; an empty ``items`` sends nothing."""
@@ -303,7 +365,7 @@ class OpenStackServerStore:
         with self._lock:
             if self._conn is None:
                 if self._cloud_conf is not None:
-                    options = {**cloudconf.connection_options(self._cloud_conf), **self._tls}
+                    options = cloudconf.connection_options(self._cloud_conf, cacert=self._cacert)
                     self._conn = openstack.connect(
                         load_yaml_config=False, load_envvars=False, api_timeout=self._timeout, **options
                     )
@@ -394,16 +456,18 @@ class OpenStackServerStore:
                 delay = self._retry.delay(failure, retries[failure], retry_after, self._chance)
                 if delay is None:
                     raise
+                # A Keystone outage is said once, by _observe: its attempts are debug lines.
+                say = log.debug if error.upstream == KEYSTONE else log.warning
                 if self._clock() + delay + self._timeout > deadline:
                     # The retry could still be running when the webhook has to answer: leave it to
                     # external-dns' next loop.
-                    log.warning(
+                    say(
                         "openstack call not retried: no time left before the reply deadline",
                         error=str(error),
                         retry_in=round(delay, 3),
                     )
                     raise
-                log.warning(
+                say(
                     "retrying openstack call",
                     error=str(error),
                     failure=failure.value,
@@ -453,16 +517,55 @@ class OpenStackServerStore:
             self._last_failure = None
             self._answered = True
         else:
-            result = "auth_error" if error.upstream == KEYSTONE else "error"
+            result = keystone_result(exc or error) if error.upstream == KEYSTONE else "error"
             if not _about_one_request(exc):
                 self._last_failure = (now, str(error))
             else:  # Nova answered, about that one request
                 self._answered = True
+        self._follow_keystone(result, error, now)
         if self._metrics is not None:
             self._metrics.openstack_api_calls_total.labels(operation=api, result=result).inc()
             self._metrics.openstack_api_call_duration_seconds.labels(operation=api, result=result).observe(
                 now - started
             )
+
+    def _follow_keystone(self, result: str, error: UpstreamError | None, now: float) -> None:
+        """Say a Keystone outage when it starts (or changes: unreachable, then refusing) and when it ends;
+        each failed attempt between is a debug line."""
+        with self._outage_lock:
+            outage = self._outage
+            if result in _KEYSTONE_SAYS:
+                if outage is not None and outage.result == result:
+                    outage.failed += 1
+                    log.debug("keystone still failing", result=result, error=str(error))
+                    return
+                self._outage = _Outage(result, started=now)
+            else:
+                # Any other result means Keystone gave a token: an outage under way is over.
+                self._outage = None
+        if result in _KEYSTONE_SAYS:
+            log.warning(
+                _KEYSTONE_SAYS[result],
+                result=result,
+                error=str(error),
+                hint="said once per outage; each failed attempt is a debug line",
+            )
+        elif outage is not None:
+            log.info(
+                "keystone answers again",
+                after_seconds=round(now - outage.started, 1),
+                failed_attempts=outage.failed,
+                was=outage.result,
+            )
+
+
+@dataclass
+class _Outage:
+    result: str
+    """keystone_unreachable or auth_refused."""
+    started: float
+    failed: int = 1
+    """Attempts that failed in it."""
 
 
 def _failure_of(error: UpstreamError) -> tuple[Failure, float | None]:
@@ -568,9 +671,45 @@ def _escape_name(name: str) -> str:
 
 def _find_by_id(conn: openstack.connection.Connection, server_id: str) -> Server | None:
     try:
-        return _server_value(conn.compute.get_server(server_id))
+        server = conn.compute.get_server(server_id)
     except sdk_exceptions.NotFoundException:
         return None
+    check_own(conn, "server", server_id, server.project_id)
+    return _server_value(server)
+
+
+class ForeignResource(Exception):
+    """A resource of another project than the credential's, refused before it is used: an admin's (or a
+    global reader's) token reads, and may write, every project's."""
+
+    def __init__(self, kind: str, resource_id: str, project_id: str, own: str) -> None:
+        super().__init__(
+            f"{kind} {resource_id} belongs to project {project_id}, not to the credential's ({own})"
+        )
+        self.project_id = project_id
+
+
+def own_project(conn: openstack.connection.Connection) -> str:
+    """The project the credential's token is scoped to (from the token: no request once authenticated).
+
+    A token scoped to no project (system or domain scope) is refused: nothing could be kept to one project.
+    """
+    project = conn.session.get_project_id()
+    if not project:
+        raise UpstreamError(
+            KEYSTONE,
+            "the credential's token is scoped to no project: give it the cluster's project (project_name "
+            "or project_id in clouds.yaml, project-id in cloud.conf, a trust or an application credential)",
+            retryable=False,
+        )
+    return str(project)
+
+
+def check_own(conn: openstack.connection.Connection, kind: str, resource_id: str, project_id: object) -> None:
+    """Raise ForeignResource unless ``project_id`` (as the resource was read) is the credential's project."""
+    own = own_project(conn)
+    if str(project_id or "") != own:
+        raise ForeignResource(kind, resource_id, str(project_id or "none"), own)
 
 
 def _server_value(server: Any) -> Server:
@@ -607,6 +746,8 @@ def upstream_error(exc: BaseException, upstream: str, action: str) -> UpstreamEr
         upstream = KEYSTONE
         reason = f"HTTP {exc.http_status} {type(exc).__name__}{_request_id(exc.request_id)}"
         retryable = _retryable_status(exc.http_status)
+    elif isinstance(exc, ForeignResource):
+        reason = f"refused: {exc}"
     elif isinstance(exc, AuthenticationBusy):
         upstream, reason, retryable = KEYSTONE, f"authentication busy: {exc}", True
     elif isinstance(exc, ksa_exceptions.SSLError):
@@ -673,7 +814,9 @@ def _request_id(request_id: str | None) -> str:
 
 def _about_one_request(exc: BaseException | None) -> bool:
     """A Nova 4xx other than refused credentials or throttling: this request was wrong (a locked server,
-    a rejected value), OpenStack itself is usable."""
+    a rejected value), OpenStack itself is usable. So is another project's resource, refused here."""
+    if isinstance(exc, ForeignResource):
+        return True
     if not isinstance(exc, sdk_exceptions.HttpException):
         return False
     status = exc.status_code or 0

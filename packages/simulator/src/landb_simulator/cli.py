@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dns-port", type=int, default=0, help="LanDB's DNS server, UDP and TCP (default: 0, any free port)"
     )
     serve.add_argument(
+        "--without-load-balancers",
+        action="store_true",
+        help="a cloud without Octavia: no load-balancer service in the Keystone catalog, none seeded",
+    )
+    serve.add_argument(
         "--dns-sync-period",
         type=_seconds,
         default=LANDB_SYNC_PERIOD,
@@ -96,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=args.port,
             dns_port=args.dns_port,
             dns_sync_period=args.dns_sync_period,
+            load_balancers=not args.without_load_balancers,
         )
         return 0
     return run_demo(

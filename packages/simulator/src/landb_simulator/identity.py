@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,9 @@ DOMAIN_ID = "default"
 DOMAIN_NAME = "Default"
 PROJECT_NAME = "landb-webhook-simulator"
 REGION = "cern"
+
+CATALOG_SERVICES = ("identity", "compute", "image", "load-balancer", "network")
+"""The service types of the simulated catalog, in its order."""
 
 MEMBER = "member"
 READER = "reader"
@@ -128,6 +131,7 @@ class IdentityStore:
         self._lock = lock
         self._clock = clock
         self._token_ttl = 3600.0
+        self._catalog_without: frozenset[str] = frozenset()
         self._tokens: dict[str, Token] = {}
         member = User(
             _stable_id("user", "landb-webhook"),
@@ -191,6 +195,24 @@ class IdentityStore:
             raise ValueError("token_ttl must be positive")
         with self._lock:
             self._token_ttl = float(seconds)
+
+    @property
+    def catalog_without(self) -> frozenset[str]:
+        """Service types the catalog leaves out (``{"load-balancer"}``: a cloud without Octavia, as a
+        Nova-only cloud is); tokens issued afterwards carry the catalog without them."""
+        with self._lock:
+            return self._catalog_without
+
+    @catalog_without.setter
+    def catalog_without(self, service_types: Iterable[str]) -> None:
+        left_out = frozenset(service_types)
+        unknown = left_out - set(CATALOG_SERVICES) | (left_out & {"identity"})
+        if unknown:
+            raise ValueError(
+                f"cannot leave {sorted(unknown)} out of the catalog; these can: {CATALOG_SERVICES[1:]}"
+            )
+        with self._lock:
+            self._catalog_without = left_out
 
     def expire_tokens(self) -> int:
         """Make every issued token invalid at once, as a Keystone restart or revocation would."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,7 +56,9 @@ def _version_document(root: str) -> dict[str, Any]:
     }
 
 
-def service_catalog(root: str) -> list[dict[str, Any]]:
+def service_catalog(root: str, without: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Every simulated service's endpoints, but the service types ``without`` names."""
+
     def service(kind: str, name: str, url: str) -> dict[str, Any]:
         return {
             "id": f"{kind}-service",
@@ -73,16 +76,19 @@ def service_catalog(root: str) -> list[dict[str, Any]]:
             ],
         }
 
-    return [
+    services = [
         service("identity", "keystone", f"{root}/identity/v3"),
         service("compute", "nova", f"{root}/compute/v2.1"),
         service("image", "glance", f"{root}/image"),
         service("load-balancer", "octavia", f"{root}/load-balancer"),
         service("network", "neutron", f"{root}/network"),
     ]
+    return [entry for entry in services if entry["type"] not in set(without)]
 
 
-def token_body(token: Token, root: str, *, with_catalog: bool = True) -> dict[str, Any]:
+def token_body(
+    token: Token, root: str, *, with_catalog: bool = True, without: Iterable[str] = ()
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "methods": list(token.methods),
         "user": {
@@ -99,7 +105,7 @@ def token_body(token: Token, root: str, *, with_catalog: bool = True) -> dict[st
         "roles": [{"id": _ROLE_IDS[role], "name": role} for role in sorted(token.roles)],
     }
     if with_catalog:
-        body["catalog"] = service_catalog(root)
+        body["catalog"] = service_catalog(root, without)
     if token.application_credential is not None:
         credential = token.application_credential
         body["application_credential"] = {"id": credential.id, "name": credential.name, "restricted": True}
@@ -135,7 +141,9 @@ def routes(state: SimulatorState) -> list[BaseRoute]:
             return keystone_error(refused.status, refused.message)
         nocatalog = "nocatalog" in request.query_params
         return JSONResponse(
-            token_body(token, base_url(request), with_catalog=not nocatalog),
+            token_body(
+                token, base_url(request), with_catalog=not nocatalog, without=identity.catalog_without
+            ),
             status_code=201,
             headers={"X-Subject-Token": token.value},
         )
@@ -153,14 +161,17 @@ def routes(state: SimulatorState) -> list[BaseRoute]:
             return Response(status_code=204)
         nocatalog = "nocatalog" in request.query_params
         return JSONResponse(
-            token_body(subject, base_url(request), with_catalog=not nocatalog),
+            token_body(
+                subject, base_url(request), with_catalog=not nocatalog, without=identity.catalog_without
+            ),
             headers={"X-Subject-Token": subject.value},
         )
 
     async def catalog(request: Request) -> Response:
         if identity.validate(request.headers.get("X-Auth-Token")) is None:
             return keystone_error(401, "The request you have made requires authentication.")
-        return JSONResponse({"catalog": service_catalog(base_url(request)), "links": {}})
+        catalog = service_catalog(base_url(request), identity.catalog_without)
+        return JSONResponse({"catalog": catalog, "links": {}})
 
     return [
         Route("/identity", versions, methods=["GET"]),

@@ -2,7 +2,10 @@
 
 Only what the webhook and the openstack CLI touch, but with Nova's contracts: microversion negotiation,
 the non-admin filter rules of ``GET /servers`` (an unanchored regex on ``name``, silently dropped ``uuid``
-and ``metadata`` filters), marker pagination with ``servers_links``, and the metadata schema.
+and ``metadata`` filters), marker pagination with ``servers_links``, and the metadata schema. Projects as
+Nova keeps them: a list shows the token's project only, whatever its roles, unless an admin asks with
+``all_tenants`` (then every project's, or the one ``project_id`` names); an admin reads and writes any
+project's server by id, anyone else gets 404 for another project's.
 """
 
 from __future__ import annotations
@@ -283,7 +286,9 @@ def select_servers(
     servers: list[ServerInfo], query: Mapping[str, str], caller: Token, version: Microversion
 ) -> tuple[list[ServerInfo], int]:
     """Filter, sort and page as ``GET /servers`` does for this caller; returns (page, effective limit)."""
-    selected = list(reversed(servers))  # Nova's default order: newest first (created_at desc)
+    project = _project_listed(query, caller)
+    # Nova's default order: newest first (created_at desc)
+    selected = [s for s in reversed(servers) if project is None or s.project_id == project]
     name = query.get("name")
     if name is not None:
         try:
@@ -320,6 +325,29 @@ def select_servers(
         ids = [server.id for server in selected]
         selected = selected[ids.index(marker) + 1 :] if marker in ids else []
     return selected[:limit], limit
+
+
+_TRUE = ("1", "t", "true", "on", "y", "yes")
+_FALSE = ("0", "f", "false", "off", "n", "no")
+
+
+def _project_listed(query: Mapping[str, str], caller: Token) -> str | None:
+    """Whose servers a list shows (None: every project's). Without ``all_tenants`` (or with a false one):
+    the caller's project, admin or not, ``project_id`` and ``tenant_id`` ignored (Nova, lp:#1185290); with
+    it, an admin sees every project's, or the one ``project_id`` (else ``tenant_id``) names; anyone else is
+    refused."""
+    raw = query.get("all_tenants")
+    if raw is None or raw.lower() in _FALSE:
+        return caller.project_id
+    if raw.lower() not in (*_TRUE, ""):
+        raise NovaError(400, "badRequest", f"Invalid input for all_tenants: Unrecognized value '{raw}'")
+    if not caller.is_admin():
+        raise NovaError(
+            403,
+            "forbidden",
+            "Policy doesn't allow os_compute_api:servers:detail:get_all_tenants to be performed.",
+        )
+    return query.get("project_id") or query.get("tenant_id")
 
 
 def _validate_metadata(metadata: object, field: str) -> dict[str, str]:
@@ -482,11 +510,8 @@ class NovaApi:
 
         return wrapped
 
-    def _server(self, server_id: str) -> ServerInfo:
-        try:
-            return self.state.server(server_id)
-        except KeyError:
-            raise NovaError(404, "itemNotFound", f"Instance {server_id} could not be found.") from None
+    def _server(self, call: _Call) -> ServerInfo:
+        return self.state.visible_server(call.token, call.param("server_id"))
 
     async def root_versions(self, request: Request) -> Response:
         root = base_url(request)
@@ -520,7 +545,7 @@ class NovaApi:
         return JSONResponse(body)
 
     async def show_server(self, call: _Call) -> Response:
-        server = self._server(call.param("server_id"))
+        server = self._server(call)
         return JSONResponse({"server": render_server(server, call.root, call.version)})
 
     async def server_action(self, call: _Call) -> Response:
@@ -540,11 +565,11 @@ class NovaApi:
         return Response(status_code=202)
 
     async def list_metadata(self, call: _Call) -> Response:
-        return JSONResponse({"metadata": self._server(call.param("server_id")).metadata})
+        return JSONResponse({"metadata": self._server(call).metadata})
 
     async def show_metadata_item(self, call: _Call) -> Response:
         key = call.param("key")
-        metadata = self._server(call.param("server_id")).metadata
+        metadata = self._server(call).metadata
         if key not in metadata:
             raise NovaError(404, "itemNotFound", "Metadata item was not found")
         return JSONResponse({"meta": {key: metadata[key]}})
@@ -574,7 +599,7 @@ class NovaApi:
         return Response(status_code=204)
 
     async def limits(self, call: _Call) -> Response:
-        servers = len(self.state.servers())
+        servers = sum(server.project_id == call.token.project_id for server in self.state.servers())
         absolute: dict[str, int] = {
             "maxServerMeta": self.state.max_server_meta,
             "maxImageMeta": 128,

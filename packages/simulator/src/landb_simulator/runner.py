@@ -29,15 +29,21 @@ def run_simulator(
     dns_sync_period: float = LANDB_SYNC_PERIOD,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
+    load_balancers: bool = True,
 ) -> None:
     """Start, seed a cluster, write ``state_dir/clouds.yaml`` and ``state_dir/kubeconfig``, print how to use
-    them, and block until SIGINT/SIGTERM (or until ``stop`` is set, for callers not on the main thread)."""
+    them, and block until SIGINT/SIGTERM (or until ``stop`` is set, for callers not on the main thread).
+    ``load_balancers`` False: a cloud without Octavia (no ``load-balancer`` in the catalog, none seeded)."""
     out = out or sys.stdout
     stop = stop or threading.Event()
     with _stop_on_signals(stop):
         state = SimulatorState()
         nodes = seed_cluster(state, cluster=cluster, ingress_nodes=ingress_nodes, workers=workers)
-        _, vip = seed_load_balancer_service(state, cluster=cluster)
+        vip = None
+        if load_balancers:
+            _, vip = seed_load_balancer_service(state, cluster=cluster)
+        else:
+            state.identity.catalog_without = {"load-balancer"}
         with Simulator(
             host, port, state=state, dns_port=dns_port, dns_sync_period=dns_sync_period
         ) as simulator:
@@ -49,13 +55,17 @@ def run_simulator(
                 file=out,
             )
             print(f"Cluster {cluster!r}: {len(nodes)} nodes, {ingress_nodes} with role=ingress", file=out)
-            print(f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}", file=out)
+            if vip is not None:
+                print(f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}", file=out)
+            else:
+                print("No load-balancer service in the catalog: a cloud without Octavia", file=out)
             print("Point the clients at it:", file=out)
             for name, value in config.environment().items():
                 print(f"  export {name}={value}", file=out)
             print("  kubectl get nodes -L role", file=out)
             print("  openstack server list --long", file=out)
-            print("  kubectl get services; openstack loadbalancer list", file=out)
+            if vip is not None:
+                print("  kubectl get services; openstack loadbalancer list", file=out)
             print("Stop with Ctrl-C.", file=out, flush=True)
             while not stop.wait(0.5):  # bounded, so the main thread keeps handling signals promptly
                 pass

@@ -189,6 +189,8 @@ class _Server:
     created: str
     updated: str
     user_id: str
+    project_id: str = PROJECT_ID
+    """The project that owns it: another project's server is seen only by an admin (as in Nova)."""
     locked_reason: str | None = None
     locked_by: str | None = None
     """``owner`` or ``admin``, as Nova records who locked the server; None when unlocked."""
@@ -207,9 +209,9 @@ class _Server:
             ip=self.ip,
             created=self.created,
             updated=self.updated,
-            project_id=PROJECT_ID,
+            project_id=self.project_id,
             user_id=self.user_id,
-            host_id=hashlib.sha224(f"{PROJECT_ID}compute-{self.id[:2]}".encode()).hexdigest(),
+            host_id=hashlib.sha224(f"{self.project_id}compute-{self.id[:2]}".encode()).hexdigest(),
             image_id=IMAGE_ID,
             flavor_name=FLAVOR_NAME,
         )
@@ -266,8 +268,11 @@ class SimulatorState:
         locked: bool = False,
         vm_state: str = "active",
         ip: str | None = None,
+        project_id: str = PROJECT_ID,
     ) -> str:
-        """Create a server directly (no quota or schema checks) and return its id."""
+        """Create a server directly (no quota or schema checks) and return its id. ``project_id`` other
+        than the simulator's project makes a server only an admin's token sees (by id, or listing with
+        ``all_tenants``)."""
         _check_vm_state(vm_state)
         server_id = server_id or str(uuid.uuid4())
         now = _timestamp()
@@ -285,6 +290,7 @@ class SimulatorState:
                 created=now,
                 updated=now,
                 user_id=self.identity.credentials.user_id,
+                project_id=project_id,
             )
             if metadata:
                 self._record_change(server_id, "direct", None)
@@ -334,7 +340,7 @@ class SimulatorState:
         """
         with self._lock:
             server = self._action_target(caller, server_id, "lock")
-            is_owner = caller.project_id == PROJECT_ID
+            is_owner = caller.project_id == server.project_id
             if server.locked and is_owner:
                 return
             server.locked = True
@@ -346,7 +352,7 @@ class SimulatorState:
         be lifted with ``unlock_override`` (admins). Unlocking an unlocked server is fine."""
         with self._lock:
             server = self._action_target(caller, server_id, "unlock")
-            expected = "owner" if caller.project_id == PROJECT_ID else "admin"
+            expected = "owner" if caller.project_id == server.project_id else "admin"
             if server.locked_by not in (None, expected) and not caller.is_admin():
                 raise NovaError(
                     403,
@@ -358,10 +364,20 @@ class SimulatorState:
             server.locked_by = None
             server.locked_reason = None
 
-    def _action_target(self, caller: Token, server_id: str, action: str) -> _Server:
+    def visible_server(self, caller: Token, server_id: str) -> ServerInfo:
+        """``GET /servers/{id}`` for ``caller``: 404 for a server that does not exist, or that belongs to
+        another project and the caller is no admin (Nova reads it scoped to the caller's project)."""
+        with self._lock:
+            return self._visible(caller, server_id).info()
+
+    def _visible(self, caller: Token, server_id: str) -> _Server:
         server = self._servers.get(server_id)
-        if server is None:
+        if server is None or (server.project_id != caller.project_id and not caller.is_admin()):
             raise NovaError(404, "itemNotFound", f"Instance {server_id} could not be found.")
+        return server
+
+    def _action_target(self, caller: Token, server_id: str, action: str) -> _Server:
+        server = self._visible(caller, server_id)
         if not caller.can_write():
             raise NovaError(
                 403,
@@ -409,9 +425,7 @@ class SimulatorState:
         key 404 (DELETE) -> policy 403 -> lock / vm_state 409 -> quota 403. Returns the new metadata."""
         action = {"POST": "create", "PUT": "update_all", "PUT_KEY": "update", "DELETE": "delete"}[operation]
         with self._lock:
-            server = self._servers.get(server_id)
-            if server is None:
-                raise NovaError(404, "itemNotFound", f"Instance {server_id} could not be found.")
+            server = self._visible(caller, server_id)
             if operation == "DELETE" and key not in server.metadata:
                 raise NovaError(404, "itemNotFound", "Metadata item was not found")
             if not caller.can_write():
