@@ -30,7 +30,8 @@ carriers, former carriers, or no name while we carry it: ``published``, ``stale`
 A resolver failure says nothing about the name: it never changes the judgement the name had, nor when
 that began, and no transition is reported for it. A first look (the first check after a start, or the
 one-shot ``status``) cannot know how long DNS has answered something else, nor that the name was in
-conflict before: it counts from the write. Pure: no I/O, no clock of its own. tests/property/test_propagation_properties.py checks the rows above.
+conflict before: it counts from the write. Pure: no I/O, no clock of its own.
+tests/property/test_propagation_properties.py checks the rows above.
 """
 
 from __future__ import annotations
