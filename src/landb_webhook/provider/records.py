@@ -131,9 +131,9 @@ class RecordsView:
 
     def _report_body_room(self, inventory: Inventory, *, names: int) -> None:
         """Say when the ApplyChanges of a node joining or leaving would be refused as too large: it moves
-        every name's carriers, and external-dns sends each name's addresses twice (before and after). At
-        150 ingress nodes x 300 names that is 1.1 MiB, over the default 1 MiB: every such loop would get a
-        503 until the limit is raised, and the node would never carry its names."""
+        every name's carriers, and external-dns sends each name's addresses twice (before and after). The
+        default (16 MiB) holds every cluster of the chart's memory envelope; past it every such loop would
+        get a 503 until the limit is raised, and the node would never carry its names."""
         limit = self._context.options.max_request_body
         if limit is None or not names:
             return
@@ -148,8 +148,8 @@ class RecordsView:
                 ingress_addresses=len(addresses),
                 estimated_bytes=needed,
                 limit_bytes=limit,
-                hint=f"set LANDB_MAX_REQUEST_BODY to at least {_next_mib(needed)} and the pod's memory "
-                "request ~16x the increase higher",
+                hint=f"set LANDB_MAX_REQUEST_BODY to at least {_next_mib(needed)} bytes; a cluster this "
+                "large may need more pod memory too (docs/operations.md)",
             )
 
     def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:
