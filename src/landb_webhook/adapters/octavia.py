@@ -3,7 +3,9 @@
 Design choices, each forced by an Octavia fact (see /docs/reference.md and landb.loadbalancers):
 
 - One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers``, every page),
-  plus, only when there is a load balancer, one list of the project's floating IPs (Neutron). Tags
+  plus, only when there is a load balancer, one list of the project's floating IPs (Neutron): beside the
+  first, at the same time, when the last read found a load balancer (one round trip, not two), else after
+  it. Tags
   cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load balancers carry
   a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
   by its target costs no call of its own (a ``vip_address`` filter would cost one per address).
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from typing import Any
 
 import openstack.connection
@@ -50,24 +54,25 @@ class OctaviaLoadBalancers:
         """``session``: the OpenStack adapter whose connection, retries and metrics are used."""
         self._session = session
         self._said_missing: set[str] = set()
+        self._expect_ports = False
+        """The last read found a load balancer with a VIP port: list the floating IPs beside the next."""
 
     def load_balancers(self) -> Sequence[LoadBalancer]:
-        found = self._session.call(
-            "list load balancers", self._list_load_balancers, api="list_load_balancers", upstream=OCTAVIA
-        )
+        with ThreadPoolExecutor(1, thread_name_prefix="landb-neutron-read") as pool:
+            beside = pool.submit(copy_context().run, self._list_floating_ips) if self._expect_ports else None
+            found = self._session.call(
+                "list load balancers", self._list_load_balancers, api="list_load_balancers", upstream=OCTAVIA
+            )
+            ports = {port_id for _, port_id in found if port_id}
+            self._expect_ports = bool(ports)
+            if not ports:
+                floating: dict[str, list[str]] = {}
+            elif beside is not None:
+                floating = beside.result()
+            else:
+                floating = self._list_floating_ips()
         if not found:
             return []
-        ports = {port_id for _, port_id in found if port_id}
-        floating = (
-            self._session.call(
-                "list floating IPs",
-                lambda conn: self._floating_ips(conn, ports),
-                api="list_floating_ips",
-                upstream=NEUTRON,
-            )
-            if ports
-            else {}
-        )
         return [
             LoadBalancer(
                 id=lb.id,
@@ -108,8 +113,14 @@ class OctaviaLoadBalancers:
             return []
         return [(_value_of(lb), _text_or_none(lb.vip_port_id)) for lb in found]
 
-    def _floating_ips(self, conn: openstack.connection.Connection, ports: set[str]) -> dict[str, list[str]]:
-        """Port id -> floating addresses, for the VIP ports among the project's floating IPs."""
+    def _list_floating_ips(self) -> dict[str, list[str]]:
+        return self._session.call(
+            "list floating IPs", self._floating_ips, api="list_floating_ips", upstream=NEUTRON
+        )
+
+    def _floating_ips(self, conn: openstack.connection.Connection) -> dict[str, list[str]]:
+        """Port id -> floating addresses, for the project's floating IPs bound to a port (a load
+        balancer's VIP port is looked up in it)."""
         try:
             found = list(conn.network.ips())
         except _NOT_IN_CATALOG:
@@ -117,7 +128,7 @@ class OctaviaLoadBalancers:
             return {}
         floating: dict[str, list[str]] = {}
         for ip in found:
-            if ip.port_id in ports and ip.floating_ip_address:
+            if ip.port_id and ip.floating_ip_address:
                 floating.setdefault(str(ip.port_id), []).append(str(ip.floating_ip_address))
         return floating
 
