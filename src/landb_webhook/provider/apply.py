@@ -217,14 +217,14 @@ class Applier:
         # looked up after, once the state store has said which they are (none, most loops).
         with Reads("apply") as reads:
             state_read = reads.start(self._state.load, upstream="kubernetes", what="webhook state")
-            listing = reads.start(self._inventory.listing, upstream="nova", what="servers")
             lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
             claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
             quota = reads.start(
                 self._servers.max_metadata_items, upstream="nova", what="metadata quota", optional=True
             )
+            listing = self._inventory.listing()  # the large one, here (provider.together: why)
         state_read.result()
-        inventory = self._inventory.fresh(listing.result())
+        inventory = self._inventory.fresh(listing)
         lbs = lbs_read.result()
         claim_records = claims_read.result()
         claims_before = claimed_names(claim_records)

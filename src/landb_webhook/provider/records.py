@@ -54,10 +54,10 @@ class RecordsView:
         context, metrics = self._context, self._context.metrics
         # The reads, sent together (provider.together): one round trip, not three one after the other.
         with Reads("records") as reads:
-            listing = reads.start(self._inventory.listing, upstream="nova", what="servers")
             lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
             claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
-        inventory = self._inventory.fresh(listing.result())
+            listing = self._inventory.listing()  # the large one, here (provider.together: why)
+        inventory = self._inventory.fresh(listing)
         lbs = lbs_read.result()
         for node in inventory.unresolved_nodes():
             context.warn_once(node, "no Nova server found for this node; its aliases are not seen")
