@@ -6,13 +6,21 @@ process' ``VmHWM`` (/proc) is its peak. Bodies over ``LANDB_MAX_REQUEST_BODY`` a
 ``--max-request-body`` to measure past the default.
 
     python -m bench.body_memory --sizes 0.06,0.5,1 [--max-request-body 33554432]
+
+``--node-joining 500,1000`` instead decodes, in a fresh process and without a server, the ApplyChanges
+body external-dns sends when a node joins a cluster of 500 ingress nodes x 1,000 names (every name's
+addresses before and after), and prints its size, the decode's CPU time and its peak RSS over the start.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -76,13 +84,75 @@ def measure(size: int, max_request_body: int) -> dict[str, Any]:
             }
 
 
+def node_joining_body(ingress: int, names: int) -> bytes:
+    """What external-dns sends when node ``ingress + 1`` joins: each name updated from the addresses of
+    ``ingress`` nodes to those of one more (A records; their TXT claims are not updated), as Go encodes it."""
+    addresses = [f"188.{184 + n // 65536}.{n // 256 % 256}.{n % 256}" for n in range(ingress + 1)]
+
+    def record(index: int, carriers: int) -> dict[str, Any]:
+        return {
+            "dnsName": f"app-{index:06d}.cern.ch",
+            "targets": addresses[:carriers],
+            "recordType": "A",
+            "labels": {"owner": "default", "resource": f"ingress/default/app-{index:06d}"},
+        }
+
+    changes = {
+        "updateOld": [record(i, ingress) for i in range(names)],
+        "updateNew": [record(i, ingress + 1) for i in range(names)],
+    }
+    return json.dumps(changes, separators=(",", ":")).encode()
+
+
+def decode_cost(ingress: int, names: int) -> dict[str, float]:
+    """Decode the body of a node joining ``ingress`` x ``names`` in a fresh process: body MiB, the
+    decode's CPU ms, and the process' peak RSS over its RSS just before, in MiB."""
+    found = subprocess.run(
+        [sys.executable, "-m", "bench.body_memory", "--decode-here", f"{ingress},{names}"],
+        capture_output=True,
+        check=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    answer: dict[str, float] = json.loads(found.stdout.splitlines()[-1])
+    return answer
+
+
+def _decode_here(ingress: int, names: int) -> dict[str, float]:
+    from landb_webhook.webhook.wire import decode_changes  # noqa: PLC0415 (after the body is made)
+
+    body = node_joining_body(ingress, names)
+    pid = os.getpid()
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")  # the peak (VmHWM) starts again from here
+    start = rss_kib(pid)
+    cpu = time.process_time()
+    changes = decode_changes(body)
+    cpu = time.process_time() - cpu
+    assert len(changes.update_new) == names
+    return {
+        "body_mib": round(len(body) / 2**20, 2),
+        "decode_cpu_ms": round(cpu * 1000),
+        "peak_over_start_mib": round((rss_kib(pid, "VmHWM") - start) / 1024, 1),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="0.06,0.5,1", help="body sizes in MiB, comma-separated")
     parser.add_argument("--max-request-body", type=int, default=DEFAULT_MAX_REQUEST_BODY)
+    parser.add_argument("--node-joining", metavar="INGRESS,NAMES", help="decode that body (see above)")
+    parser.add_argument("--decode-here", metavar="INGRESS,NAMES", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.decode_here:
+        print(json.dumps(_decode_here(*map(int, args.decode_here.split(",")))))
+        return 0
+    if args.node_joining:
+        ingress, names = map(int, args.node_joining.split(","))
+        print(f"node joining {ingress} x {names}: {json.dumps(decode_cost(ingress, names))}")
+        return 0
     print("| body | names | statuses | peak RSS before | after AdjustEndpoints | after ApplyChanges |")
     print("|---|---|---|---|---|---|")
     for size_mib in args.sizes.split(","):

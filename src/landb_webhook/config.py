@@ -30,12 +30,14 @@ NOT_SETTINGS = frozenset({"LANDB_TOOLS_DIR", "LANDB_EXTERNAL_DNS", "LANDB_FAULT_
 the service, and no mistake either when they are set."""
 
 DNS_PORT = 53
-DEFAULT_MAX_REQUEST_BODY = 2**20
-"""The largest request body read by default (LANDB_MAX_REQUEST_BODY): 1 MiB. external-dns sends ~200
-bytes per desired name (300 names: 60 KB; a first ApplyChanges twice that, with the TXT claims), but the
-ApplyChanges of a node joining or leaving carries every name's addresses twice, ~26 bytes per name and
-ingress node: 1 MiB holds ~40,000 of those (300 names on 130 ingress nodes). Records warns when the cluster
-outgrows it. `serve` peaks at ~177 MiB on a 1 MiB body, under the chart's 192 MiB memory request."""
+DEFAULT_MAX_REQUEST_BODY = 16 * 2**20
+"""The largest request body read by default (LANDB_MAX_REQUEST_BODY): 16 MiB, so that every cluster of the
+chart's documented memory envelope (190,000 tokens: ingress nodes x names, docs/operations.md) works with
+defaults when a node joins or leaves. That ApplyChanges carries every name's addresses before and after:
+~36 bytes per token (IPv4) and ~1,200 per name, at most ~9 MiB inside the envelope (190 x 1,000: ~7 MiB
+sent, ~8 MiB estimated; 92 x 2,057, the most names a server's quota holds: ~9 MiB); the rest is room for
+longer addresses. external-dns' bodies are decoded at ~2x their size (webhook/wire.py). Records warns when
+a cluster outgrows the limit. 1 MiB until external-dns' bodies were decoded at ~7x (~16x for ``serve``)."""
 
 
 def flag_and_variable(field: str) -> str:
@@ -66,10 +68,11 @@ class Settings(BaseSettings):
         DEFAULT_MAX_REQUEST_BODY,
         ge=2**16,
         le=2**25,
-        description="Largest webhook request body in bytes (default 1 MiB: ~5,000 desired names; a node "
-        "joining or leaving sends ~26 bytes per name and ingress node, and Records warns when that would "
-        "not fit); a larger one is refused with a 503 naming this setting. Decoding costs ~16x the body "
-        "in memory: raise the pod's memory with it.",
+        description="Largest webhook request body in bytes (default 16 MiB: a node joining or leaving "
+        "sends every name's addresses twice, ~36 bytes per name and ingress node plus ~1,200 per name, at "
+        "most ~9 MiB inside the chart's memory envelope of 190,000 tokens; Records warns when that would "
+        "not fit); a larger one is refused with a 503 naming this setting. external-dns' bodies decode at "
+        "~2x their size.",
     )
     api_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         [],

@@ -3,6 +3,7 @@ operation makes (as openstacksdk's own tests declare them), and what a tag write
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -193,3 +194,32 @@ def test_a_404_after_octavia_answered_is_an_outage(simulator: Any, octavia: Any)
     with pytest.raises(UpstreamError, match="HTTP 404"):
         octavia.load_balancers()
     assert octavia.service() == ("present", "")
+
+
+def test_once_a_load_balancer_was_seen_its_floating_ips_are_listed_beside_the_load_balancers(
+    simulator: Any, octavia: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first read lists floating IPs only after it found a load balancer; the next ones list both at
+    once (one round trip): each listing waits here until the other is in flight, which a listing sent
+    after the other never sees (the wait breaks)."""
+    store = simulator.state.octavia
+    store.add_load_balancer("web", "188.184.30.20", tags=["landb-alias=web"], floating_ip="137.138.1.1")
+    first = octavia.load_balancers()
+    meeting = threading.Barrier(2, timeout=10)
+    sent = OpenStackServerStore.call
+
+    def call(self: OpenStackServerStore, action: str, operation: Any, *, api: str, **kwargs: Any) -> Any:
+        if api in ("list_load_balancers", "list_floating_ips"):
+            meeting.wait()
+        return sent(self, action, operation, api=api, **kwargs)
+
+    monkeypatch.setattr(OpenStackServerStore, "call", call)
+    simulator.state.reset_api_calls()
+
+    again = octavia.load_balancers()
+
+    assert again == first and again[0].floating_ips == ("137.138.1.1",)
+    assert sorted(calls(simulator)) == [
+        ("neutron", "GET", "floatingips"),
+        ("octavia", "GET", "loadbalancers"),
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,8 @@ from landb_webhook.webhook.wire import (
     encode_changes,
     encode_domain_filter,
     encode_endpoints,
+    forgiving_changes,
+    forgiving_endpoints,
 )
 
 CONTRACT_EXAMPLE = (
@@ -208,3 +211,46 @@ def test_endpoints_encode_to_the_same_bytes_as_validated_models(endpoints: list[
         [_validated_model(endpoint) for endpoint in endpoints], by_alias=True, exclude_defaults=True
     )
     assert encode_endpoints(endpoints) == validated
+
+
+# Bodies near external-dns' own: its keys, other spellings of them, an unknown key; values of the right
+# type, of a wrong one, and null. The exact models take some; whatever they take, they must answer as
+# the forgiving ones do, and what they refuse is answered (or refused) by the forgiving ones.
+_ENDPOINT_KEYS = (
+    "dnsName", "DNSName", "targets", "Targets", "recordType", "recordtype", "setIdentifier",
+    "recordTTL", "RecordTTL", "labels", "providerSpecific", "ProviderSpecific", "someFutureField",
+)  # fmt: skip
+_CHANGES_KEYS = ("create", "Create", "updateOld", "UpdateOld", "updateNew", "delete", "Delete", "other")
+_small = st.one_of(st.none(), st.text(max_size=3), st.integers(-2, 2), st.booleans())
+_member = st.one_of(
+    _small,
+    st.lists(_small, max_size=2),
+    st.dictionaries(st.text(max_size=2), _small, max_size=2),
+    st.lists(
+        st.one_of(st.none(), st.dictionaries(st.sampled_from(("name", "value", "Name", "x")), _small)),
+        max_size=2,
+    ),
+)
+_wire_endpoint = st.one_of(
+    st.none(), _small, st.dictionaries(st.sampled_from(_ENDPOINT_KEYS), _member, max_size=5)
+)
+_wire_endpoints = st.one_of(_small, st.lists(_wire_endpoint, max_size=3))
+
+
+def _answer(decode: Callable[[str], object], body: str) -> object:
+    try:
+        return decode(body)
+    except WireFormatError as error:
+        return ("refused", str(error), error.kind)
+
+
+@given(_wire_endpoints)
+def test_an_endpoint_list_is_decoded_as_the_forgiving_models_decode_it(body: object) -> None:
+    text = json.dumps(body)
+    assert _answer(decode_endpoints, text) == _answer(forgiving_endpoints, text)
+
+
+@given(st.one_of(_small, st.dictionaries(st.sampled_from(_CHANGES_KEYS), _wire_endpoints, max_size=4)))
+def test_changes_are_decoded_as_the_forgiving_models_decode_them(body: object) -> None:
+    text = json.dumps(body)
+    assert _answer(decode_changes, text) == _answer(forgiving_changes, text)

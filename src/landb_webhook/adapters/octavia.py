@@ -4,11 +4,12 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
 
 - One list of the project's load balancers per read (``GET /v2/lbaas/loadbalancers?project_id=<the
   token's project>``, every page), plus, only when there is a load balancer, one list of the project's
-  floating IPs (Neutron, filtered the same way). Without the filter an admin's (or global reader's)
-  token lists every project's, and a name targeting another project's VIP would be tagged on *their* load
-  balancer; a tag write also checks the project of the load balancer it reads before its PUT. Tags
-  cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load balancers carry
-  a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
+  floating IPs (Neutron, filtered the same way): beside the first, at the same time, when the last read
+  found a load balancer (one round trip, not two), else after it. Without the filter an admin's (or global
+  reader's) token lists every project's, and a name targeting another project's VIP would be tagged on
+  *their* load balancer; a tag write also checks the project of the load balancer it reads before its
+  PUT. Tags cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load
+  balancers carry a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
   by its target costs no call of its own (a ``vip_address`` filter would cost one per address).
 - A tag write is a GET of the load balancer then a PUT of its whole tag list (Octavia has no tag
   sub-resource and replaces the list): the read is as fresh as it can be, and every other tag is
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from typing import Any
 
 import openstack.connection
@@ -66,6 +69,8 @@ class OctaviaLoadBalancers:
         self._session = session
         self._absent_hint = absent_hint
         self._said_missing: set[str] = set()
+        self._expect_ports = False
+        """The last read found a load balancer with a VIP port: list the floating IPs beside the next."""
         self._service = UNKNOWN
         self._absent_because = ""
 
@@ -74,22 +79,21 @@ class OctaviaLoadBalancers:
         return self._service, self._absent_because
 
     def load_balancers(self) -> Sequence[LoadBalancer]:
-        found = self._session.call(
-            "list load balancers", self._list_load_balancers, api="list_load_balancers", upstream=OCTAVIA
-        )
+        with ThreadPoolExecutor(1, thread_name_prefix="landb-neutron-read") as pool:
+            beside = pool.submit(copy_context().run, self._list_floating_ips) if self._expect_ports else None
+            found = self._session.call(
+                "list load balancers", self._list_load_balancers, api="list_load_balancers", upstream=OCTAVIA
+            )
+            ports = {port_id for _, port_id in found if port_id}
+            self._expect_ports = bool(ports)
+            if not ports:
+                floating: dict[str, list[str]] = {}
+            elif beside is not None:
+                floating = beside.result()
+            else:
+                floating = self._list_floating_ips()
         if not found:
             return []
-        ports = {port_id for _, port_id in found if port_id}
-        floating = (
-            self._session.call(
-                "list floating IPs",
-                lambda conn: self._floating_ips(conn, ports),
-                api="list_floating_ips",
-                upstream=NEUTRON,
-            )
-            if ports
-            else {}
-        )
         return [
             LoadBalancer(
                 id=lb.id,
@@ -148,8 +152,14 @@ class OctaviaLoadBalancers:
             )
         return []
 
-    def _floating_ips(self, conn: openstack.connection.Connection, ports: set[str]) -> dict[str, list[str]]:
-        """Port id -> floating addresses, for the VIP ports among the project's floating IPs."""
+    def _list_floating_ips(self) -> dict[str, list[str]]:
+        return self._session.call(
+            "list floating IPs", self._floating_ips, api="list_floating_ips", upstream=NEUTRON
+        )
+
+    def _floating_ips(self, conn: openstack.connection.Connection) -> dict[str, list[str]]:
+        """Port id -> floating addresses, for the project's floating IPs bound to a port (a load
+        balancer's VIP port is looked up in it)."""
         try:
             found = list(conn.network.ips(project_id=own_project(conn)))
         except _NOT_IN_CATALOG:
@@ -157,7 +167,7 @@ class OctaviaLoadBalancers:
             return {}
         floating: dict[str, list[str]] = {}
         for ip in found:
-            if ip.port_id in ports and ip.floating_ip_address:
+            if ip.port_id and ip.floating_ip_address:
                 floating.setdefault(str(ip.port_id), []).append(str(ip.floating_ip_address))
         return floating
 

@@ -18,15 +18,20 @@ from landb_webhook.landb.metadata import ServerAliases, SlotValue
 K = TypeVar("K")
 V = TypeVar("V")
 
+Token = tuple[str, str, int]
+"""(token text, label, N), as ``SlotValue.load`` holds it."""
+
 
 @dataclass(frozen=True)
 class Holders:
     """Never modified once made: one made from it copies what it changes (Records may read it meanwhile)."""
 
-    editable: Mapping[str, Mapping[str, tuple[tuple[str, int], ...]]] = field(default_factory=dict)
-    """label -> server id -> (token text, N) of each of its editable tokens of the label, in slot order.
-    Tuples of strings and numbers, which the garbage collector stops tracking: as lists, the index of
-    500 nodes x 1,000 aliases made every full collection walk 500,000 more objects (~0.3 s each)."""
+    editable: Mapping[str, Mapping[str, tuple[Token, ...]]] = field(default_factory=dict)
+    """label -> server id -> (token text, label, N) of each of its editable tokens of the label, in slot
+    order: the very tuples of the parsed values (``SlotValue.load``), not copies; at 300 nodes x 1,000
+    aliases a copy of each, as (text, N), was 300,000 tuples, ~17 MB. Tuples of strings and numbers, which
+    the garbage collector stops tracking: as lists, the index of 500 nodes x 1,000 aliases made every full
+    collection walk 500,000 more objects (~0.3 s each)."""
     pinned: Mapping[str, Mapping[str, list[int]]] = field(default_factory=dict)
     """label -> server id -> the Ns it holds in keys or forms we never edit."""
     indexed: Mapping[str, ServerAliases] = field(default_factory=dict)
@@ -57,18 +62,18 @@ class Holders:
             gone, came = _values_changed(before, now)
             for label, tokens in gone.items():
                 held = counts.entry(label)
-                for _, index in tokens:
+                for _, _, index in tokens:
                     held[index] -= 1
                     if not held[index]:
                         del held[index]
             for label, tokens in came.items():
                 held = counts.entry(label)
-                for _, index in tokens:
+                for _, _, index in tokens:
                     held[index] = held.get(index, 0) + 1
             touched = gone.keys() | came.keys()
             # Many labels (a new server, a first publish): one pass over the server; a few: their values.
             if before is None:
-                whole: Mapping[str, list[tuple[str, int]]] | None = came  # every value came
+                whole: Mapping[str, list[Token]] | None = came  # every value came
             elif now is not None and len(touched) > len(now.values):
                 whole = _by_label(now.values[slot] for slot in sorted(now.values))
             else:
@@ -89,7 +94,7 @@ class Holders:
 
 def _values_changed(
     before: ServerAliases | None, now: ServerAliases | None
-) -> tuple[dict[str, list[tuple[str, int]]], dict[str, list[tuple[str, int]]]]:
+) -> tuple[dict[str, list[Token]], dict[str, list[Token]]]:
     """The load tokens of the slot values ``before`` held and ``now`` does not, and the other way round,
     by label in slot order: a value read again is the very object read before
     (``metadata.read_slot_value``), so a server whose one value changed costs that value, not its thousand
@@ -101,30 +106,30 @@ def _values_changed(
     return gone, came
 
 
-def _by_label(values: Iterable[SlotValue]) -> dict[str, list[tuple[str, int]]]:
-    """Label -> (token text, N) of each load token of ``values``, in their order: one pass, grouped, so
-    that each label's entries are looked up once per server rather than once per token."""
-    tokens: dict[str, list[tuple[str, int]]] = {}
+def _by_label(values: Iterable[SlotValue]) -> dict[str, list[Token]]:
+    """Label -> each load token of ``values`` (the value's own tuple), in their order: one pass, grouped,
+    so that each label's entries are looked up once per server rather than once per token."""
+    tokens: dict[str, list[Token]] = {}
     for value in values:
-        for text, label, index in value.load:
-            if (held := tokens.get(label)) is None:
-                tokens[label] = [(text, index)]
+        for token in value.load:
+            if (held := tokens.get(token[1])) is None:
+                tokens[token[1]] = [token]
             else:
-                held.append((text, index))
+                held.append(token)
     return tokens
 
 
-def _tokens_of(found: ServerAliases | None, label: str) -> list[tuple[str, int]]:
-    """(token text, N) of each of the server's editable tokens of ``label``, in slot order."""
+def _tokens_of(found: ServerAliases | None, label: str) -> list[Token]:
+    """Each of the server's editable tokens of ``label`` (the value's own tuple), in slot order."""
     if found is None:
         return []
     values = found.values
     return [
-        (text, index)
+        token
         for slot in sorted(values)
         if label in values[slot].labels
-        for text, held, index in values[slot].load
-        if held == label
+        for token in values[slot].load
+        if token[1] == label
     ]
 
 

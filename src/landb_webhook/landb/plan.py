@@ -219,21 +219,21 @@ def plan_changes(
             mine = own.get(sid, ())
             index = decided[sid]
             if index is None:
-                removes[sid].extend((text, LoadToken(label, n)) for text, n in mine)
+                removes[sid].extend((text, LoadToken(label, n)) for text, _, n in mine)
                 if pinned.get(sid):
                     refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
                 continue
             if index in pinned.get(sid, ()):
                 keeping = None  # carried in a form we never edit: no token of ours is needed
             else:
-                keeping = next((text for text, n in mine if n == index), None)
+                keeping = next((text for text, _, n in mine if n == index), None)
                 if keeping is None and label in plain:
                     holder = plain[label].node_name
                     reason = f"plain (CNAME) alias {label} is set on {holder}: no A record may join it"
                     plain_refusals.append(Refusal(label, server, reason, "plain_alias"))
                 elif keeping is None:
                     adds[sid].append(LoadToken(label, index))
-            removes[sid].extend((text, LoadToken(label, n)) for text, n in mine if text != keeping)
+            removes[sid].extend((text, LoadToken(label, n)) for text, _, n in mine if text != keeping)
 
     return writes_per_server(
         order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota
@@ -281,14 +281,14 @@ def writes_per_server(
 
 
 class _Indices(Mapping[str, list[int]]):
-    """Server id -> the Ns of its tokens of one alias, read from its (text, N) pairs only when asked: the
-    index rule's fast path asks only who holds the alias (``keys``, a set for set differences)."""
+    """Server id -> the Ns of its tokens of one alias, read from its (text, label, N) tokens only when
+    asked: the index rule's fast path asks only who holds the alias (``keys``, a set for set differences)."""
 
-    def __init__(self, tokens: Mapping[str, Sequence[tuple[str, int]]]) -> None:
+    def __init__(self, tokens: Mapping[str, Sequence[tuple[str, str, int]]]) -> None:
         self._tokens = tokens
 
     def __getitem__(self, server_id: str) -> list[int]:
-        return [index for _, index in self._tokens[server_id]]
+        return [index for _, _, index in self._tokens[server_id]]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._tokens)

@@ -1,7 +1,8 @@
 """THE APPLY ORDERING: one ApplyChanges, top to bottom, in numbered steps (``Applier.apply_changes``).
 
 1. writer lease: a replica that does not hold it refuses; the one that does gets the fence every write
-   of this apply passes (provider.fence);
+   of this apply passes (provider.fence); then every read the plan needs, sent together (provider.together):
+   the state ConfigMap, Nova's servers, the load balancers, the claims and the metadata quota;
 2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
 3. removal guard (provider.removals): too many aliases off the air at once refuses the whole change set;
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
@@ -86,6 +87,7 @@ from landb_webhook.provider.loadbalancers import (
 )
 from landb_webhook.provider.refusals import report_refusals
 from landb_webhook.provider.removals import guard_removals
+from landb_webhook.provider.together import Reads
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -240,10 +242,21 @@ class Applier:
     def _apply(self, changes: Changes, fence: WriteFence) -> None:
         context, options = self._context, self._context.options
         started = time.monotonic()
-        self._state.load()
-        inventory = self._inventory.fresh()
-        lbs = self._lbs.fresh()
-        claim_records = self._ownership.records()
+        # 1. ... then read everything the plan needs, the reads sent together (provider.together): one
+        # round trip, not five one after the other. The departed servers the listing does not show are
+        # looked up after, once the state store has said which they are (none, most loops).
+        with Reads("apply") as reads:
+            state_read = reads.start(self._state.load, upstream="kubernetes", what="webhook state")
+            lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
+            claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
+            quota = reads.start(
+                self._servers.max_metadata_items, upstream="nova", what="metadata quota", optional=True
+            )
+            listing = self._inventory.listing()  # the large one, here (provider.together: why)
+        state_read.result()
+        inventory = self._inventory.fresh(listing)
+        lbs = lbs_read.result()
+        claim_records = claims_read.result()
         claims_before = claimed_names(claim_records)
 
         # 2. ownership gate: what is not ours is refused, and which claims go with the aliases; the names
@@ -290,7 +303,7 @@ class Applier:
             wanted,
             floor=options.index_floor,
             max_length=options.max_value_length,
-            quota=self._servers.max_metadata_items() if wanted else 0,
+            quota=quota.result() if wanted else 0,
             preferred=self._lost_indices.preferred(),
             holders=inventory.holders(),
         )

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from threading import Lock
+from typing import NamedTuple
 
 from landb_webhook.backends import Node, NodeSource, Server, ServerStore
 from landb_webhook.landb.holders import Holders
@@ -192,6 +193,12 @@ _NO_HOLDERS = Holders()
 _ADDRESS_RESULTS = ("_ips_by_server", "_sorted_ips_of")
 
 
+class Listing(NamedTuple):
+    nodes: tuple[Node, ...]
+    servers: Mapping[str, Server]
+    """Node name -> its server (ServerStore.servers_for)."""
+
+
 class InventoryReader:
     """Reads the inventory; lets AdjustEndpoints reuse the one Records just read in the same loop."""
 
@@ -213,9 +220,17 @@ class InventoryReader:
         self._last: Inventory | None = None
         self._lock = Lock()
 
-    def fresh(self) -> Inventory:
+    def listing(self) -> Listing:
+        """The nodes and Nova's listing of their servers: the inventory's one round trip, which may be sent
+        together with other reads (provider.together); ``fresh`` completes it."""
         nodes = tuple(self._nodes.nodes())
-        servers = self._servers.servers_for(nodes)
+        return Listing(nodes, self._servers.servers_for(nodes))
+
+    def fresh(self, listing: Listing | None = None) -> Inventory:
+        """The inventory of ``listing`` (read now if None), with the departed servers it does not show
+        looked up one by one: who they are comes from the state store, which may have been read beside
+        the listing."""
+        nodes, servers = listing if listing is not None else self.listing()
         present = {server.id for server in servers.values()}
         departed: list[tuple[Remembered, Server]] = []
         gone: set[str] = set()

@@ -24,6 +24,7 @@ from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.status import count_needing_attention
+from landb_webhook.provider.together import Reads
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -55,16 +56,21 @@ class RecordsView:
 
     def records(self) -> list[Endpoint]:
         context, metrics = self._context, self._context.metrics
-        inventory = self._inventory.fresh()
+        # The reads, sent together (provider.together): one round trip, not three one after the other.
+        with Reads("records") as reads:
+            lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
+            claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
+            listing = self._inventory.listing()  # the large one, here (provider.together: why)
+        inventory = self._inventory.fresh(listing)
+        lbs = lbs_read.result()
         for node in inventory.unresolved_nodes():
             context.warn_once(node, "no Nova server found for this node; its aliases are not seen")
         found = inventory.carriers()
-        lbs = self._lbs.fresh()
         carried = {context.dns_name(label): inventory.ips_of(ids) for label, ids in found.items()}
         context.published.reported(self._lbs.carried(carried, lbs), context.clock(), self._lbs.tagged(lbs))
         self._report_health(inventory)
         self._report_ingress_selector(inventory)
-        claims = self._claims.without_orphaned(self._ownership.records(), {**lbs.carriers(), **found})
+        claims = self._claims.without_orphaned(claims_read.result(), {**lbs.carriers(), **found})
         hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(
             inventory
         )
@@ -156,9 +162,9 @@ class RecordsView:
 
     def _report_body_room(self, inventory: Inventory, *, names: int) -> None:
         """Say when the ApplyChanges of a node joining or leaving would be refused as too large: it moves
-        every name's carriers, and external-dns sends each name's addresses twice (before and after). At
-        150 ingress nodes x 300 names that is 1.1 MiB, over the default 1 MiB: every such loop would get a
-        503 until the limit is raised, and the node would never carry its names."""
+        every name's carriers, and external-dns sends each name's addresses twice (before and after). The
+        default (16 MiB) holds every cluster of the chart's memory envelope; past it every such loop would
+        get a 503 until the limit is raised, and the node would never carry its names."""
         limit = self._context.options.max_request_body
         if limit is None or not names:
             return
@@ -173,8 +179,8 @@ class RecordsView:
                 ingress_addresses=len(addresses),
                 estimated_bytes=needed,
                 limit_bytes=limit,
-                hint=f"set LANDB_MAX_REQUEST_BODY to at least {_next_mib(needed)} and the pod's memory "
-                "request ~16x the increase higher",
+                hint=f"set LANDB_MAX_REQUEST_BODY to at least {_next_mib(needed)} bytes; a cluster this "
+                "large may need more pod memory too (docs/operations.md)",
             )
 
     def _report_unowned(self, inventory: Inventory, unowned: set[str]) -> None:

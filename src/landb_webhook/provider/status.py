@@ -527,7 +527,7 @@ def count_needing_attention(inventory: Inventory, *, domain: str) -> int:
 
 def _holders_disagree(
     held: Iterable[str],
-    editable: Mapping[str, Sequence[tuple[str, int]]],
+    editable: Mapping[str, Sequence[tuple[str, str, int]]],
     pinned: Mapping[str, list[int]],
     nodes_of: Mapping[str, list[Node]],
 ) -> bool:
@@ -535,7 +535,7 @@ def _holders_disagree(
     holding it more than once, an N held by two nodes."""
     nodes_by_index: dict[int, str] = {}
     for sid in held:
-        indices = [index for _, index in editable.get(sid, ())] + list(pinned.get(sid, ()))
+        indices = [index for _, _, index in editable.get(sid, ())] + list(pinned.get(sid, ()))
         for node in nodes_of[sid]:
             if (
                 not node.is_ingress

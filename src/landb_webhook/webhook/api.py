@@ -18,8 +18,9 @@ Two refusals are 4xx on purpose, and a correctly wired external-dns never meets 
 names its own host), and a POST without the webhook media type (415: external-dns always sends it; a
 page's form or ``fetch`` without a preflight cannot). A body over ``max_body_bytes`` is a 503 naming
 the setting, not a 413: a real external-dns of a cluster grown past the limit keeps running and
-retrying (its log says what to raise) instead of crash-looping. Decoding costs ~16x the body in
-memory; the limit keeps the largest accepted body under the pod's memory request.
+retrying (its log says what to raise) instead of crash-looping. external-dns' bodies decode at ~2x
+their size (webhook/wire.py); the default limit holds the ApplyChanges of a node joining any cluster of
+the chart's memory envelope (config.DEFAULT_MAX_REQUEST_BODY).
 """
 
 from __future__ import annotations

@@ -3,6 +3,14 @@
 Decoding is as forgiving as Go's ``encoding/json``: keys match case-insensitively (the later of two
 spellings wins), unknown keys are ignored, ``null`` means "empty". It is as strict about types: a
 string where a list belongs, or a number where a string belongs, is a :class:`WireFormatError`.
+
+Two decoders, one answer. external-dns sends exactly the keys below and no ``null`` member: the *exact*
+models take such a body straight from its bytes into tuples (pydantic-core, no Python dict per object,
+each repeated address one string), and anything else they refuse (another spelling of a key, an unknown
+key, a ``null``, a wrong type) goes to the *forgiving* models, which match keys as Go does and say what
+is wrong. The body of a node joining 500 x 1,000 (15.1 MiB, ``python -m bench.body_memory --node-joining
+500,1000``): 131 ms of CPU and 31 MiB over the start at the peak, where the forgiving models alone took
+358 ms and 101 MiB (the Python dicts their key matching needs, then lists copied into tuples).
 Encoding follows the Go ``omitempty`` tags: empty strings, empty lists, empty maps and TTL 0 are left out.
 """
 
@@ -113,15 +121,54 @@ class EndpointModel(_WireModel):
         )
 
     def to_endpoint(self) -> Endpoint:
-        return Endpoint(
-            dns_name=self.dns_name,
-            record_type=self.record_type,
-            targets=tuple(self.targets),
-            set_identifier=self.set_identifier,
-            record_ttl=self.record_ttl,
-            labels=tuple(sorted(self.labels.items())),
-            provider_specific=tuple((prop.name, prop.value) for prop in self.provider_specific),
-        )
+        return _endpoint_of(self)
+
+
+class _ExactModel(BaseModel):
+    """The fast path: external-dns' own spelling of every key, no other key, no ``null`` member."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class _ExactProperty(_ExactModel):
+    name: str = ""
+    value: str = ""
+
+
+class _ExactEndpoint(_ExactModel):
+    dns_name: str = Field("", alias="dnsName")
+    targets: tuple[str, ...] = ()
+    record_type: str = Field("", alias="recordType")
+    set_identifier: str = Field("", alias="setIdentifier")
+    record_ttl: _INT64 = Field(0, alias="recordTTL")
+    labels: dict[str, str] = Field(default_factory=dict)
+    provider_specific: tuple[_ExactProperty, ...] = Field((), alias="providerSpecific")
+
+    def to_endpoint(self) -> Endpoint:
+        return _endpoint_of(self)
+
+
+def _endpoint_of(model: EndpointModel | _ExactEndpoint) -> Endpoint:
+    """The exact model's targets are a tuple already: ``tuple()`` of it is the same object, no copy."""
+    return Endpoint(
+        dns_name=model.dns_name,
+        record_type=model.record_type,
+        targets=tuple(model.targets),
+        set_identifier=model.set_identifier,
+        record_ttl=model.record_ttl,
+        labels=tuple(sorted(model.labels.items())),
+        provider_specific=tuple((prop.name, prop.value) for prop in model.provider_specific),
+    )
+
+
+_ExactEndpoints = tuple[_ExactEndpoint | None, ...]
+
+
+class _ExactChanges(_ExactModel):
+    create: _ExactEndpoints = ()
+    update_old: _ExactEndpoints = Field((), alias="updateOld")
+    update_new: _ExactEndpoints = Field((), alias="updateNew")
+    delete: _ExactEndpoints = ()
 
 
 # A ``null`` element of an endpoint list is a nil pointer in Go; we skip it rather than fail the loop.
@@ -134,13 +181,14 @@ class ChangesModel(_WireModel):
     update_new: _EndpointList = Field(default_factory=list, alias="updateNew")
     delete: _EndpointList = Field(default_factory=list)
 
-    def to_changes(self) -> Changes:
-        return Changes(
-            create=_to_endpoints(self.create),
-            update_old=_to_endpoints(self.update_old),
-            update_new=_to_endpoints(self.update_new),
-            delete=_to_endpoints(self.delete),
-        )
+
+def _to_changes(model: ChangesModel | _ExactChanges) -> Changes:
+    return Changes(
+        create=_to_endpoints(model.create),
+        update_old=_to_endpoints(model.update_old),
+        update_new=_to_endpoints(model.update_new),
+        delete=_to_endpoints(model.delete),
+    )
 
 
 class DomainFilterModel(_WireModel):
@@ -148,12 +196,14 @@ class DomainFilterModel(_WireModel):
     exclude: list[str] = Field(default_factory=list)
 
 
-def _to_endpoints(models: Iterable[EndpointModel | None]) -> tuple[Endpoint, ...]:
+def _to_endpoints(models: Iterable[EndpointModel | _ExactEndpoint | None]) -> tuple[Endpoint, ...]:
     return tuple(model.to_endpoint() for model in models if model is not None)
 
 
 _ENDPOINTS_IN: TypeAdapter[_EndpointList | None] = TypeAdapter(_EndpointList | None)
 _CHANGES_IN: TypeAdapter[ChangesModel | None] = TypeAdapter(ChangesModel | None)
+_EXACT_ENDPOINTS_IN: TypeAdapter[_ExactEndpoints | None] = TypeAdapter(_ExactEndpoints | None)
+_EXACT_CHANGES_IN: TypeAdapter[_ExactChanges | None] = TypeAdapter(_ExactChanges | None)
 _ENDPOINTS_OUT: TypeAdapter[list[EndpointModel]] = TypeAdapter(list[EndpointModel])
 
 
@@ -169,6 +219,15 @@ def _wire_error(what: str, error: ValidationError) -> WireFormatError:
 def decode_endpoints(body: bytes | str) -> list[Endpoint]:
     """A JSON array of endpoints (POST /adjustendpoints, GET /records); ``null`` is an empty list."""
     try:
+        exact = _EXACT_ENDPOINTS_IN.validate_json(body)
+    except ValidationError:
+        return forgiving_endpoints(body)
+    return list(_to_endpoints(exact or ()))
+
+
+def forgiving_endpoints(body: bytes | str) -> list[Endpoint]:
+    """``decode_endpoints`` by the forgiving models alone: what it answers whatever the spelling."""
+    try:
         models = _ENDPOINTS_IN.validate_json(body)
     except ValidationError as error:
         raise _wire_error("endpoint list", error) from None
@@ -178,10 +237,19 @@ def decode_endpoints(body: bytes | str) -> list[Endpoint]:
 def decode_changes(body: bytes | str) -> Changes:
     """The Changes object of POST /records, in either the current or the pre-v0.17 key spelling."""
     try:
+        model = _EXACT_CHANGES_IN.validate_json(body)
+    except ValidationError:
+        return forgiving_changes(body)
+    return _to_changes(model) if model is not None else Changes()
+
+
+def forgiving_changes(body: bytes | str) -> Changes:
+    """``decode_changes`` by the forgiving models alone: what it answers whatever the spelling."""
+    try:
         model = _CHANGES_IN.validate_json(body)
     except ValidationError as error:
         raise _wire_error("changes", error) from None
-    return model.to_changes() if model is not None else Changes()
+    return _to_changes(model) if model is not None else Changes()
 
 
 def encode_endpoints(endpoints: Sequence[Endpoint]) -> bytes:
