@@ -9,8 +9,9 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
   reader's) token lists every project's, and a name targeting another project's VIP would be tagged on
   *their* load balancer; a tag write also checks the project of the load balancer it reads before its
   PUT. Tags cannot be filtered by prefix (``tags-any`` matches whole tags), so seeing which load
-  balancers carry a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing an endpoint
-  by its target costs no call of its own (a ``vip_address`` filter would cost one per address).
+  balancers carry a ``landb-alias=`` tag takes the list anyway; the same list gives every VIP, so routing
+  an endpoint by its target costs no call of its own (a ``vip_address`` filter would cost one per
+  address).
 - A tag write is a GET of the load balancer then a PUT of its whole tag list (Octavia has no tag
   sub-resource and replaces the list): the read is as fresh as it can be, and every other tag is
   written back as read. A PUT that would change nothing is not sent.
