@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the Go tools the tests use, one step after another, for .ci/run to run in the background while
+# the tests that need none of them run (tests/support/tool_builds.py orders the tests and waits).
+#
+# Usage: scripts/build-tools.sh STATUS_DIR
+#
+# Steps, in this order (tests/support/tool_builds.py STEPS): make e2e-tools (external-dns), make
+# deploy-tools (helm and the chart), make kube-tools (etcd and kube-apiserver). Each writes its output to
+# STATUS_DIR/<step>.log; when it ends, STATUS_DIR/<step>.ok (how long it took) or STATUS_DIR/<step>.failed
+# (a line with its exit status and time, then the last lines of its log) appears, written whole. A failed step does not stop the next.
+# Exit status: 0 when every step built, 1 otherwise.
+#
+# Each step is as idempotent as its install script: on a machine that has the tools it ends in a second.
+set -uo pipefail
+readonly STEPS=(e2e-tools deploy-tools kube-tools)
+
+status_dir="${1:?usage: scripts/build-tools.sh STATUS_DIR}"
+cd "$(dirname "$0")/.."
+mkdir -p "$status_dir"
+
+# publish STEP RESULT TEXT: STATUS_DIR/STEP.RESULT holding TEXT, renamed into place (never seen half-written).
+publish() {
+  printf '%s\n' "$3" >"$status_dir/$1.partial"
+  mv -f "$status_dir/$1.partial" "$status_dir/$1.$2"
+}
+
+all_built=0
+for step in "${STEPS[@]}"; do
+  start_seconds=$SECONDS
+  if make --no-print-directory "$step" >"$status_dir/$step.log" 2>&1; then
+    publish "$step" ok "make $step took $((SECONDS - start_seconds)) s"
+    echo "build-tools: make $step took $((SECONDS - start_seconds)) s"
+  else
+    status=$?
+    all_built=1
+    publish "$step" failed "make $step exited $status after $((SECONDS - start_seconds)) s
+$(tail -n 5 "$status_dir/$step.log")"
+    echo "build-tools: make $step FAILED (exit $status after $((SECONDS - start_seconds)) s; log: $status_dir/$step.log)"
+  fi
+done
+exit "$all_built"
