@@ -6,8 +6,9 @@
 #
 # Steps, in this order (tests/support/tool_builds.py STEPS): make e2e-tools (external-dns), make
 # deploy-tools (helm and the chart), make kube-tools (etcd and kube-apiserver). Each writes its output to
-# STATUS_DIR/<step>.log; when it ends, STATUS_DIR/<step>.ok (how long it took) or STATUS_DIR/<step>.failed
-# (a line with its exit status and time, then the last lines of its log) appears, written whole. A failed step does not stop the next.
+# STATUS_DIR/<step>.log; when it ends, STATUS_DIR/<step>.ok (how long it took, and its CPU time) or
+# STATUS_DIR/<step>.failed (a line with its exit status and times, then the last lines of its log) appears,
+# written whole. A failed step does not stop the next.
 # Exit status: 0 when every step built, 1 otherwise.
 #
 # Each step is as idempotent as its install script: on a machine that has the tools it ends in a second.
@@ -24,18 +25,23 @@ publish() {
   mv -f "$status_dir/$1.partial" "$status_dir/$1.$2"
 }
 
+# The time bash reports for the step: wall seconds, then CPU seconds (user + system, the compilers
+# included): the CPU time is what the step costs on any machine, however busy.
+TIMEFORMAT='%R %U %S'
 all_built=0
 for step in "${STEPS[@]}"; do
-  start_seconds=$SECONDS
-  if make --no-print-directory "$step" >"$status_dir/$step.log" 2>&1; then
-    publish "$step" ok "make $step took $((SECONDS - start_seconds)) s"
-    echo "build-tools: make $step took $((SECONDS - start_seconds)) s"
+  status=0
+  { time make --no-print-directory "$step" >"$status_dir/$step.log" 2>&1; } 2>"$status_dir/$step.time" || status=$?
+  read -r wall user system <"$status_dir/$step.time"
+  took="${wall%.*} s, $(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.0f", u + s }') CPU-seconds"
+  if ((status == 0)); then
+    publish "$step" ok "make $step took $took"
+    echo "build-tools: make $step took $took"
   else
-    status=$?
     all_built=1
-    publish "$step" failed "make $step exited $status after $((SECONDS - start_seconds)) s
+    publish "$step" failed "make $step exited $status after $took
 $(tail -n 5 "$status_dir/$step.log")"
-    echo "build-tools: make $step FAILED (exit $status after $((SECONDS - start_seconds)) s; log: $status_dir/$step.log)"
+    echo "build-tools: make $step FAILED (exit $status after $took; log: $status_dir/$step.log)"
   fi
 done
 exit "$all_built"

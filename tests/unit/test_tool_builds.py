@@ -173,7 +173,8 @@ def test_the_builder_runs_the_steps_in_order_and_publishes_each_as_the_fixtures_
     failure = wait("deploy-tools", status)
     assert failure is not None
     assert re.fullmatch(
-        r"the background build of deploy-tools failed: make deploy-tools exited 2 after \d+ s\n"
+        r"the background build of deploy-tools failed: "
+        r"make deploy-tools exited 2 after \d+ s, \d+ CPU-seconds\n"
         rf"go: helm.sh/helm/v3@v3.22.0: no space left \(log: {status}/deploy-tools.log\)",
         failure,
     )
@@ -182,10 +183,13 @@ def test_the_builder_runs_the_steps_in_order_and_publishes_each_as_the_fixtures_
     assert [line.split(":")[1].strip() for line in summary] == list(STEPS)
     log = f"{status}/deploy-tools.log"
     assert re.fullmatch(
-        rf"tool builds: deploy-tools: make deploy-tools exited 2 after \d+ s \(log: {log}\)", summary[1]
+        rf"tool builds: deploy-tools: make deploy-tools exited 2 after \d+ s, \d+ CPU-seconds \(log: {log}\)",
+        summary[1],
     )
     log = f"{status}/kube-tools.log"
-    assert re.fullmatch(rf"tool builds: kube-tools: make kube-tools took \d+ s \(log: {log}\)", summary[2])
+    assert re.fullmatch(
+        rf"tool builds: kube-tools: make kube-tools took \d+ s, \d+ CPU-seconds \(log: {log}\)", summary[2]
+    )
 
 
 # What each test of these modules uses, read from the modules themselves: the expectation the order and
