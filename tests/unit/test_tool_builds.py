@@ -179,16 +179,17 @@ def test_the_builder_runs_the_steps_in_order_and_publishes_each_as_the_fixtures_
         failure,
     )
     assert wait.sleeps == []
-    summary = describe_builds(status)
-    assert [line.split(":")[1].strip() for line in summary] == list(STEPS)
+    summary = dict(zip(STEPS, describe_builds(status), strict=True))
+    assert [line.split(":")[1].strip() for line in summary.values()] == list(STEPS)
     log = f"{status}/deploy-tools.log"
     assert re.fullmatch(
         rf"tool builds: deploy-tools: make deploy-tools exited 2 after \d+ s, \d+ CPU-seconds \(log: {log}\)",
-        summary[1],
+        summary["deploy-tools"],
     )
     log = f"{status}/kube-tools.log"
     assert re.fullmatch(
-        rf"tool builds: kube-tools: make kube-tools took \d+ s, \d+ CPU-seconds \(log: {log}\)", summary[2]
+        rf"tool builds: kube-tools: make kube-tools took \d+ s, \d+ CPU-seconds \(log: {log}\)",
+        summary["kube-tools"],
     )
 
 
