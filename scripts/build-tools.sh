@@ -36,7 +36,8 @@ TIMEFORMAT='%R %U %S'
 all_built=0
 for step in "${STEPS[@]}"; do
   status=0
-  { time make --no-print-directory "$step" >"$status_dir/$step.log" 2>&1; } 2>"$status_dir/$step.time" || status=$?
+  { time make --no-print-directory "$step" >"$status_dir/$step.log" 2>&1; } 2>"$status_dir/$step.time" ||
+    status=$?
   read -r wall user system <"$status_dir/$step.time"
   took="${wall%.*} s, $(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.0f", u + s }') CPU-seconds"
   if ((status == 0)); then
