@@ -21,6 +21,7 @@ from landb_simulator import ClientConfig, Simulator
 from landb_simulator.identity import DOMAIN_NAME, PROJECT_NAME
 from support.kube_apiserver import KubeApiServer, locate_binaries, running_kube_apiserver
 from support.logging_state import restored_logging
+from support.tool_builds import announced_builds, describe_builds, order_by_tool_builds, skip_unless_built
 
 settings.register_profile("dev", deadline=None)
 settings.register_profile(
@@ -32,6 +33,19 @@ settings.register_profile(
 )
 settings.register_profile("deep", parent=settings.get_profile("ci"), max_examples=3000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own grouping by parametrized fixtures
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests needing no Go tool first: .ci/run builds the tools in the background meanwhile
+    (support/tool_builds.py)."""
+    order_by_tool_builds(items)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How each background tool build ended (before pytest's closing line, which CI reads)."""
+    for line in describe_builds(announced_builds()):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)
@@ -49,9 +63,13 @@ def simulator() -> Iterator[Simulator]:
 
 
 @pytest.fixture(scope="session")
-def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
+def kube_apiserver(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[KubeApiServer]:
     """A real etcd + kube-apiserver on loopback for the whole session (skipped, with the reason, when
-    ``make kube-tools`` has not built them); tests isolate themselves by namespace."""
+    ``make kube-tools`` has not built them); tests isolate themselves by namespace. Waits for them while
+    .ci/run builds them in the background."""
+    skip_unless_built("kube-tools", pytestconfig)
     binaries, reason = locate_binaries()
     if binaries is None:
         pytest.skip(reason)

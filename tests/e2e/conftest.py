@@ -14,6 +14,7 @@ import pytest
 from e2e_support import E2EStack, Feeder, build_feeder, locate_external_dns
 
 from landb_simulator import Simulator, seed_cluster
+from support.tool_builds import skip_unless_built
 
 
 @pytest.hookimpl(wrapper=True)
@@ -30,7 +31,8 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture(scope="session")
-def external_dns_binary() -> Path:
+def external_dns_binary(pytestconfig: pytest.Config) -> Path:
+    skip_unless_built("e2e-tools", pytestconfig)  # waits while .ci/run builds it in the background
     binary, reason = locate_external_dns()
     if binary is None:
         pytest.skip(reason)

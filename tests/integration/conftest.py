@@ -148,7 +148,8 @@ def server_store(make_server_store: Callable[..., OpenStackServerStore]) -> Open
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kube_cluster" in metafunc.fixturenames:
         only_simulator = "simulator" in metafunc.fixturenames
-        backends = ["simulator"] if only_simulator else ["simulator", "kube-apiserver"]
+        real = pytest.param("kube-apiserver", marks=pytest.mark.needs_tools("kube-tools"))
+        backends = ["simulator"] if only_simulator else ["simulator", real]
         metafunc.parametrize("kube_cluster", backends, indirect=True)
 
 

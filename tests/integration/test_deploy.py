@@ -31,6 +31,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.wiring import build_provider
 from support.kube_apiserver import KubeApiServer, tools_bin_dir
 from support.serving import serving
+from support.tool_builds import skip_unless_built
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VALUES = REPO_ROOT / "deploy" / "helm" / "values.yaml"
@@ -84,7 +85,8 @@ def helm_and_chart() -> tuple[tuple[Path, Path] | None, str]:
 
 
 @pytest.fixture(scope="module")
-def helm_chart() -> tuple[Path, Path]:
+def helm_chart(pytestconfig: pytest.Config) -> tuple[Path, Path]:
+    skip_unless_built("deploy-tools", pytestconfig)  # waits while .ci/run builds helm in the background
     found, reason = helm_and_chart()
     if found is None:
         pytest.skip(reason)

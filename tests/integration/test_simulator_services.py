@@ -28,7 +28,10 @@ def core(sim_clients: ClientConfig) -> Iterator[client.CoreV1Api]:
     api_client.close()
 
 
-@pytest.fixture(params=["simulator", "kube-apiserver"])
+REAL_API = pytest.param("kube-apiserver", marks=pytest.mark.needs_tools("kube-tools"))
+
+
+@pytest.fixture(params=["simulator", REAL_API])
 def any_core(request: pytest.FixtureRequest) -> tuple[client.CoreV1Api, str]:
     """The simulator's API or a real kube-apiserver's (skipped until it is built), and a namespace: the
     simulator must answer as the real API server does."""
