@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from bench.strategies import Endpoints, build
-from landb_webhook.cli import freeze_startup_objects
+from landb_webhook.embedding import freeze_startup_objects
 from landb_webhook.logs import configure_logging
 from landb_webhook.webhook import wire
 

@@ -7,56 +7,50 @@ by pydantic-settings; each flag overrides the matching ``LANDB_*`` environment v
 from __future__ import annotations
 
 import argparse
-import asyncio
-import gc
-import math
 import os
 import socket
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from pydantic_settings import CliSettingsSource, SettingsError
 
 import landb_webhook
 from landb_webhook.backends import UpstreamError
-from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, unknown_variables
+from landb_webhook.config import (
+    ENV_PREFIX,
+    PROG,
+    SettingError,
+    Settings,
+    describe_unknown_variables,
+    flag_and_variable,
+    unknown_variables,
+)
+from landb_webhook.embedding import (
+    EXIT_CANNOT_START,
+    EXIT_INVALID_SETTINGS,
+    EXIT_NEEDS_A_HUMAN,
+    EXIT_READER_LEFT,
+    run_webhook,
+)
 from landb_webhook.landb.names import InvalidName, label_for
 from landb_webhook.logs import LogLevel, configure_logging, get_logger
-from landb_webhook.metrics import Metrics
 from landb_webhook.provider.adopt import plan_adoption, store_claims
 from landb_webhook.provider.status import ClusterStatus, read_status
 from landb_webhook.provider.txt_registry import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
-from landb_webhook.webhook.api import create_api_app, create_health_app, host_name, is_loopback
-from landb_webhook.webhook.server import (
-    HEALTH_LIMITS,
-    HttpServers,
-    api_limits,
-    bind_listener,
-    listener_url,
-)
+from landb_webhook.webhook.api import host_name, is_loopback
+from landb_webhook.webhook.server import bind_listener
 
 if TYPE_CHECKING:
     from landb_webhook.wiring import Backends
 
-PROG = "landb-webhook"
-EXIT_INVALID_SETTINGS = 2
-EXIT_CANNOT_START = 1
-EXIT_NEEDS_A_HUMAN = 3
-"""``status``: the cluster and the cloud were read, and something in them needs a human."""
-EXIT_READER_LEFT = 128 + 13
-"""The shell's code for a process ended by SIGPIPE: what ``cat`` gives when ``head`` has stopped reading."""
 ONE_SHOT_SYNC_TIMEOUT = 30.0
 """Seconds ``adopt`` and ``status`` wait for the node list."""
 
 _log = get_logger(__name__)
-
-
-class _Closeable(Protocol):
-    def close(self) -> None: ...
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, CliSettingsSource[Settings]]:
@@ -197,15 +191,6 @@ def describe_invalid_settings(error: ValidationError | SettingsError, command: s
     return f"invalid settings: {'; '.join(problems)}. See '{PROG} {command} --help'."
 
 
-def describe_unknown_variables(unknown: Sequence[str]) -> str:
-    """Why start-up stops: a misspelled ``LANDB_DRY_RUN`` would otherwise leave the real writes on."""
-    return (
-        f"unknown environment variable{'s' if len(unknown) > 1 else ''} {'; '.join(unknown)}: no setting "
-        f"has that name, so it would be ignored. Rename or unset it ('{PROG} serve --help' lists every "
-        f"{ENV_PREFIX}* setting)."
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser()
     args = parser.parse_args(argv)
@@ -265,70 +250,6 @@ def _listen(port_field: str, host: str, port: int) -> socket.socket:
         return bind_listener(host, port)
     except OSError as error:
         raise SettingError(port_field, f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-
-
-def freeze_startup_objects() -> None:
-    """Leave what start-up built out of every later garbage collection (``gc.freeze``).
-
-    The clients' modules, pydantic schemas, caches and the provider are some 200,000 objects that live
-    as long as the process; every full collection walked them all, 100-170 ms of CPU inside whichever
-    webhook call it fell in. Objects made afterwards are collected exactly as before.
-    """
-    gc.collect()
-    gc.freeze()
-
-
-def run_webhook(settings: Settings, api_listener: socket.socket, health_listener: socket.socket) -> int:
-    """Serve the webhook on already-bound sockets with the provider ``landb_webhook.wiring`` builds."""
-    from landb_webhook.wiring import ask_openstack_once, build_provider, start_dns_watch  # noqa: PLC0415
-
-    metrics = Metrics.create()
-    try:
-        provider, resources = build_provider(settings, metrics)
-    except SettingError:
-        api_listener.close()
-        health_listener.close()
-        raise
-    except Exception as error:
-        # Usually configuration (no kubeconfig, unknown cloud): say what, without a traceback...
-        _log.error("cannot start: building the provider failed", error=f"{type(error).__name__}: {error}")
-        _log.debug("traceback", exc_info=True)  # ...unless asked for with --log-level debug.
-        api_listener.close()
-        health_listener.close()
-        return EXIT_CANNOT_START
-    closeable: _Closeable = resources
-    ask_openstack_once(resources)
-    start_dns_watch(settings, resources, metrics)
-    try:
-        api_app = create_api_app(
-            provider,
-            metrics,
-            request_timeout=settings.request_timeout,
-            max_body_bytes=settings.max_request_body,
-            allowed_hosts=settings.api_allowed_hosts,
-        )
-        # /healthz judges the progress of the API's provider calls (webhook.liveness).
-        health_app = create_health_app(provider, metrics, progress=api_app.state.provider_calls.progress)
-        servers = HttpServers(
-            [
-                (api_app, api_listener, api_limits(settings.api_max_connections)),
-                (health_app, health_listener, HEALTH_LIMITS),
-            ],
-            graceful_timeout=math.ceil(settings.request_timeout) + 2,
-        )
-        freeze_startup_objects()
-        _log.info(
-            "serving",
-            api=listener_url(api_listener),
-            health=listener_url(health_listener),
-            version=landb_webhook.__version__,
-            settings=settings.model_dump(mode="json"),
-        )
-        asyncio.run(servers.serve())
-        _log.info("stopped")
-    finally:
-        closeable.close()
-    return 0
 
 
 def adopt(settings: Settings, args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -20,6 +20,8 @@ from landb_webhook.selector import (
     is_valid_label_key,
 )
 
+PROG = "landb-webhook"
+"""The command whose settings these are: the refusals below name its ``--help``."""
 ENV_PREFIX = "LANDB_"
 SELECTOR_SYNTAX = (
     "a selector is comma-separated requirements, each key=value, key!=value, key in (a,b), "
@@ -425,3 +427,13 @@ def unknown_variables(environment: Mapping[str, str]) -> list[str]:
             close = difflib.get_close_matches(suffix, known, n=1, cutoff=0.8)
             found.append(f"{name} (did you mean {ENV_PREFIX}{close[0]}?)" if close else name)
     return found
+
+
+def describe_unknown_variables(unknown: Sequence[str]) -> str:
+    """Why start-up stops on what :func:`unknown_variables` found: a misspelled ``LANDB_DRY_RUN`` would
+    otherwise leave the real writes on."""
+    return (
+        f"unknown environment variable{'s' if len(unknown) > 1 else ''} {'; '.join(unknown)}: no setting "
+        f"has that name, so it would be ignored. Rename or unset it ('{PROG} serve --help' lists every "
+        f"{ENV_PREFIX}* setting)."
+    )

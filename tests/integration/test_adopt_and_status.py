@@ -27,14 +27,14 @@ from landb_simulator.external_dns import ownership_record, plan
 from landb_simulator.kube_store import NODES
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
-from landb_webhook.cli import (
+from landb_webhook.cli import main
+from landb_webhook.config import Settings
+from landb_webhook.embedding import (
     EXIT_CANNOT_START,
     EXIT_INVALID_SETTINGS,
     EXIT_NEEDS_A_HUMAN,
     EXIT_READER_LEFT,
-    main,
 )
-from landb_webhook.config import Settings
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics

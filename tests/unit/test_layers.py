@@ -1,6 +1,7 @@
 """The layers (docs/architecture.md) are import-linter contracts, ``[tool.importlinter]`` in pyproject.toml,
-which ``make test`` checks on the package as it is. Here each contract is shown to break on the import it
-forbids: the linter runs on a copy of the package with such imports added, one contract at a time.
+which ``make test`` checks on the packages as they are. Here each contract is shown to break on the import it
+forbids: the linter runs on a copy of the product and the simulator with such imports added, one contract at
+a time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ PYPROJECT = ROOT / "pyproject.toml"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 FORBIDDEN: dict[str, list[tuple[str, str, str]]] = {
-    # contract id -> [(module of the copy, the import appended to it, the link the linter must name)]
+    # contract id -> [(module of the copy, the import appended to it, the link the linter must name)]; the
+    # module's path is inside the package the link starts from (landb_webhook, or landb_simulator).
     "pure-core": [
         ("landb/packing.py", "import socket", "landb_webhook.landb.packing -> socket"),
         (
@@ -72,7 +74,6 @@ FORBIDDEN: dict[str, list[tuple[str, str, str]]] = {
             "landb_webhook.adapters.memory -> landb_webhook.provider",
         ),
     ],
-    # Not installed beside the product: the linter still sees the import, by name.
     "no-simulator": [("cli.py", "import landb_simulator", "landb_webhook.cli -> landb_simulator")],
     "client-libraries-in-adapters": [
         ("wiring.py", "from kubernetes import client", "landb_webhook.wiring -> kubernetes"),
@@ -85,11 +86,23 @@ FORBIDDEN: dict[str, list[tuple[str, str, str]]] = {
             "landb_webhook.cli -> landb_webhook.adapters.memory",
         ),
     ],
+    "simulator-through-embedding": [
+        # what the demo imported before embedding.py named the surface
+        ("demo.py", "from landb_webhook.cli import run_webhook", "landb_simulator.demo -> landb_webhook.cli"),
+        # the settings too come through embedding.py
+        (
+            "cli.py",
+            "from landb_webhook.config import unknown_variables",
+            "landb_simulator.cli -> landb_webhook.config",
+        ),
+        # the package itself is no way round
+        ("runner.py", "import landb_webhook", "landb_simulator.runner -> landb_webhook"),
+    ],
 }
 
 
 def lint(package_parent: Path, contract: str | None = None) -> subprocess.CompletedProcess[str]:
-    """lint-imports with the project's contracts on the ``landb_webhook`` found in ``package_parent``."""
+    """lint-imports with the project's contracts on the packages found in ``package_parent``."""
     command = [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(PYPROJECT)]
     if contract is not None:
         command += ["--contract", contract]
@@ -106,12 +119,14 @@ def lint(package_parent: Path, contract: str | None = None) -> subprocess.Comple
 
 @pytest.fixture(scope="module")
 def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the package with every import of FORBIDDEN appended to its module."""
+    """A copy of both packages with every import of FORBIDDEN appended to its module."""
     parent = tmp_path_factory.mktemp("layers")
     shutil.copytree(ROOT / "src" / "landb_webhook", parent / "landb_webhook")
+    shutil.copytree(ROOT / "packages" / "simulator" / "src" / "landb_simulator", parent / "landb_simulator")
     for imports in FORBIDDEN.values():
-        for module, statement, _ in imports:
-            with (parent / "landb_webhook" / module).open("a", encoding="utf-8") as source:
+        for module, statement, link in imports:
+            package = link.split(".", 1)[0]
+            with (parent / package / module).open("a", encoding="utf-8") as source:
                 source.write(f"{statement}\n")
     return parent
 

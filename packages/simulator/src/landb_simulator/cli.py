@@ -14,9 +14,12 @@ from landb_simulator import landb_dns
 from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, DEMO_SYNC_PERIOD, PROG, run_demo
 from landb_simulator.landb_dns import LANDB_SYNC_PERIOD
 from landb_simulator.runner import run_simulator
-from landb_webhook.cli import EXIT_INVALID_SETTINGS, describe_unknown_variables
-from landb_webhook.config import unknown_variables
-from landb_webhook.logs import configure_logging
+from landb_webhook.embedding import (
+    EXIT_INVALID_SETTINGS,
+    configure_logging,
+    describe_unknown_variables,
+    unknown_variables,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

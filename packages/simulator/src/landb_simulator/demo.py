@@ -13,14 +13,12 @@ from pathlib import Path
 from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import Simulator, listen
 from landb_simulator.walk import Walk, start_walk
-from landb_webhook.cli import PROG as WEBHOOK_PROG
-from landb_webhook.cli import run_webhook
-from landb_webhook.config import ENV_PREFIX, Settings
+from landb_webhook.embedding import ENV_PREFIX, EXIT_CANNOT_START, Settings, run_webhook
+from landb_webhook.embedding import PROG as WEBHOOK_PROG
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes, encode_endpoints
 
 PROG = "landb-webhook-simulator"
-EXIT_CANNOT_START = 1
 DEFAULT_DEMO_STATE_DIR = Path("state")
 """``./state``: kept after the demo exits so its clouds.yaml and kubeconfig can be read; gitignored."""
 INGRESS_NODES = 3
