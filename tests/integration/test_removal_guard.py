@@ -139,6 +139,27 @@ def test_removing_in_slices_below_the_minimum_count_is_refused_once_the_window_a
     assert published(cluster) == set(NAMES[:2])
 
 
+def test_publishing_names_again_does_not_hide_their_withdrawal_from_the_window(make_cluster: Any) -> None:
+    """The issue's history: four withdrawn, the same four published again, four others withdrawn. The
+    first four were on the air at the window's start: 8 of its 10 went within the hour."""
+    cluster, fake = established(make_cluster, *NAMES)
+    cluster.want(*NAMES[4:])
+    cluster.settle()  # 4 of 10: under the minimum count
+    fake.sleep(60)
+    cluster.want(*NAMES)
+    cluster.settle()  # the same four back on the air
+    fake.sleep(60)
+    writes_before = len(api_writes(cluster.sim))
+
+    cluster.want(*NAMES[:4], *NAMES[8:])
+    with pytest.raises(ApplyError, match=r"\(4 by earlier applies\) would remove 8 of 10"):
+        cluster.loop()
+
+    assert len(api_writes(cluster.sim)) == writes_before
+    assert published(cluster) == set(NAMES)
+    assert refusals(cluster) == 1
+
+
 def test_a_restart_inside_the_window_forgets_no_removal(make_cluster: Any) -> None:
     """The window is stored in the state ConfigMap beside the ownership records."""
     cluster, _ = established(make_cluster, *NAMES)

@@ -12,9 +12,12 @@ names have inflated what is published. So besides each apply on its own (its rem
 published now), the guard judges the aliases withdrawn within the window that were published *at the
 window's start*, against how many were: the count seen just before the oldest apply still inside the
 window (the count now when there is none). Every apply that passed the guard is remembered with that
-count and the names it created, even one that removed nothing: names created inside the window neither
-raise the base nor count when withdrawn again, so junk must stand a whole window before it counts, and
-taking back a name just created is judged by the apply's own rule only. Each name counts once.
+count and the names it created, even one that removed nothing. A name's first apply inside the window
+says whether it was on the air at the window's start: a name first created inside the window neither
+raises the base nor counts when withdrawn again, so junk must stand a whole window before it counts, and
+taking back a name just created is judged by the apply's own rule only; a name first withdrawn inside the
+window was on the air at its start and counts, however often it was published again and withdrawn
+since (re-publishing does not launder a withdrawal). Each name counts once.
 The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard says its
 refusal (one error line, one count) and raises.
 """
@@ -94,8 +97,15 @@ class RemovalWindow:
         """What the guard judges if an apply withdrawing ``withdrawing`` runs at ``now`` with
         ``published`` aliases on the air."""
         inside = self.current(now)
-        created = frozenset().union(*(past.created for past in inside))
-        earlier = frozenset().union(*(past.withdrawn for past in inside)) - created
+        # A name's first apply inside the window tells whether it was on the air at the window's start:
+        # first withdrawn, it was; first created, it was not (junk, or a name taken back and published
+        # again is still one that was on the air: a re-publish does not hide its withdrawals).
+        at_start: set[str] = set()
+        created: set[str] = set()
+        for past in inside:
+            at_start.update(past.withdrawn - created)
+            created.update(past.created - at_start)
+        earlier = frozenset(at_start)
         return WindowCount(
             withdrawn=earlier | (frozenset(withdrawing) - created),
             published_at_start=inside[0].published_before if inside else published,
