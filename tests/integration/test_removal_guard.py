@@ -52,6 +52,30 @@ def test_removing_more_than_the_share_is_refused_and_nothing_is_written(make_clu
     assert (line["withdrawn"], line["published"]) == (6, 10)
 
 
+def test_names_a_frozen_copy_keeps_on_the_air_are_not_counted_as_removed(make_cluster: Any) -> None:
+    """Ten names, six of them also in a hand-set ``landb-alias1`` (a key we never edit) on the worker:
+    withdrawing those six takes none off the air, so the guard lets it through. Only names that lose
+    their last carrier count."""
+    cluster = make_cluster()
+    cluster.want(*NAMES)
+    cluster.settle()
+    worker = cluster.server_id(cluster.nodes[-1])
+    hand_set = ",".join(f"app{i}--load-7-" for i in range(6))
+    cluster.sim.state.set_metadata_direct(
+        worker, {**cluster.sim.state.metadata(worker), "landb-alias1": hand_set}
+    )
+    cluster.settle()
+
+    cluster.want(*NAMES[6:])
+    cluster.settle()
+
+    assert published(cluster) == set(NAMES)  # the six through their frozen copy alone
+    assert refusals(cluster) == 0
+    for node in cluster.nodes[:-1]:
+        assert set(cluster.aliases(node)) == {f"app{i}" for i in range(6, 10)}
+    assert cluster.sim.state.metadata(worker)["landb-alias1"] == hand_set
+
+
 def test_the_allow_switch_lets_the_same_removal_through(make_cluster: Any) -> None:
     cluster = make_cluster(allow_mass_removal=True)
     cluster.want(*NAMES)

@@ -7,9 +7,13 @@ import itertools
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from landb_replay import apply_plan
+from landb_strategies import LABEL_POOL, fleets
 
+from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plan_changes
+from landb_webhook.metrics import Metrics
 from landb_webhook.provider import RemovalGuard
-from landb_webhook.provider.removals import RemovalWindow
+from landb_webhook.provider.removals import RemovalWindow, guard_removals
 
 HOUR = 3600.0
 START = 1_800_000_000.0
@@ -172,3 +176,31 @@ def test_withdrawing_publishing_again_and_withdrawing_others_is_no_way_around_th
     assert count.withdrawn == first | others
     assert count.published_at_start == len(names)
     assert guard.trips(len(count.withdrawn), count.published_at_start)
+
+
+# -- what counts as gone: the last carrier -------------------------------------------------------------
+
+
+@given(fleets(), st.sets(st.sampled_from(LABEL_POOL)))
+def test_the_guard_counts_exactly_the_withdrawn_names_left_with_no_carrier_once_the_plan_landed(
+    fleet: list[ServerState], withdraw: set[str]
+) -> None:
+    """Against the plan itself, applied: a withdrawn name that a value we never edit (a frozen key, a
+    per-interface form) keeps on the air has not gone, and one nobody carried was never there."""
+    before = carriers(fleet)
+    after = carriers(apply_plan(fleet, plan_changes(fleet, dict.fromkeys(withdraw, frozenset()))))
+    gone = {label for label in withdraw if before.get(label) and not after.get(label)}
+
+    never_trips = RemovalGuard(min_count=10**6)
+    window = guard_removals(
+        never_trips,
+        RemovalWindow(HOUR),
+        withdraw=withdraw,
+        publish=set(),
+        published=before,
+        staying=frozen_carriers(fleet),
+        now=START,
+        dry_run=False,
+        metrics=Metrics.create(process_metrics=False),
+    )
+    assert (window.applies[-1].withdrawn if window.applies else frozenset()) == gone

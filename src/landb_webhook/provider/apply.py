@@ -43,7 +43,7 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | a claim whose alias no server carries and no   | dropped after the break writes (orphaned)                |
 | change wants                                   |                                                          |
 | a withdrawn alias is also held in a form we    | our tokens go, the frozen holder keeps it, and its claim |
-| never edit                                     | goes too                                                 |
+| never edit                                     | goes too; the removal guard does not count it (on air)   |
 | dry run                                        | nothing written (claims, metadata, state); each write    |
 |                                                | that would have been sent is logged                      |
 
@@ -232,6 +232,7 @@ class Applier:
             withdraw=withdraw,
             publish=publish,
             published=merged_carriers(placement.current, lbs.carriers()),
+            staying=inventory.frozen_carriers(),
             now=context.clock(),
             dry_run=options.dry_run,
             metrics=context.metrics,

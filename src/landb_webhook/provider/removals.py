@@ -3,7 +3,9 @@
 A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
 names; LanDB would publish that within 15 minutes. So before anything is written (additions included),
 ``guard_removals`` refuses an apply after which at least ``min_count`` owned aliases, and more than
-``max_share`` of those published, would have gone: by this apply alone, or within the window.
+``max_share`` of those published, would have gone: by this apply alone, or within the window. An alias
+has gone when it lost its last carrier: one still held in a key or form we never edit stays on the air
+and does not count (``leaving_the_air``).
 
 The window counts the applies of the last window, not one.
 
@@ -161,14 +163,17 @@ def guard_removals(
     withdraw: set[str],
     publish: set[str],
     published: Mapping[str, Iterable[str]],
+    staying: Mapping[str, Iterable[str]],
     now: float,
     dry_run: bool,
     metrics: Metrics,
 ) -> RemovalWindow:
     """Refuse (raise RemovalRefused) an apply that withdraws too many aliases, on its own or with the
     applies before it in ``window``; else return the window with this apply in it. ``published``: alias ->
-    the servers carrying it now; only aliases that lose their last carrier count."""
-    going = sorted(label for label in withdraw if any(published.get(label, ())))
+    every carrier it has now (servers, ours or frozen, and load balancers); ``staying``: alias -> the
+    carriers no write of ours can take it from (a value in a key or form we never edit). Only aliases
+    that lose their last carrier count: a withdrawn name a frozen copy keeps on the air has not gone."""
+    going = leaving_the_air(withdraw, published, staying)
     if guard.allow:
         if going:
             log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
@@ -206,6 +211,16 @@ def guard_removals(
     raise RemovalRefused(
         f"removal guard: {removal} (more than {guard.max_share:.0%}); nothing was written. "
         "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
+    )
+
+
+def leaving_the_air(
+    withdraw: Iterable[str], published: Mapping[str, Iterable[str]], staying: Mapping[str, Iterable[str]]
+) -> list[str]:
+    """The withdrawn aliases that lose their last carrier, sorted: on the air now, and kept there by no
+    carrier this apply cannot write (``staying``)."""
+    return sorted(
+        label for label in withdraw if any(published.get(label, ())) and not any(staying.get(label, ()))
     )
 
 
