@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from openstack import exceptions
 from openstack.connection import Connection
 
 from landb_simulator import ApiCall, ClientConfig, Simulator, seed_cluster
+from support.waiting import eventually
 
 NovaHttp = Any  # the nova_http factory fixture from tests/conftest.py
 
@@ -713,7 +714,7 @@ def test_requests_in_flight_are_counted_until_answered(simulator: Simulator, nov
     fault = simulator.state.inject_fault(api="nova", method="GET", status=None, delay=0.5)
     caller = threading.Thread(target=lambda: nova.get("/servers"))
     caller.start()
-    wait_until(lambda: fault.hits == 1, what="the request to reach the delay")
+    eventually(lambda: fault.hits == 1, what="the request to reach the delay")
     assert simulator.state.in_flight("nova") == 1
     caller.join(10)
     assert simulator.state.in_flight("nova") == 0
@@ -735,7 +736,7 @@ def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:
 
         caller = threading.Thread(target=call)
         caller.start()
-        wait_until(lambda: fault.hits == 1, what="the request to reach the delay")
+        eventually(lambda: fault.hits == 1, what="the request to reach the delay")
         stopping = time.monotonic()
     stopped_in = time.monotonic() - stopping
     caller.join(10)
@@ -743,11 +744,3 @@ def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:
     assert not caller.is_alive()
     assert stopped_in < 3
     assert outcome == [503]
-
-
-def wait_until(condition: Callable[[], bool], *, what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
