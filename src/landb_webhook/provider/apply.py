@@ -7,7 +7,8 @@
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
    *break* (removals) writes, with the index and packing rules;
 5. claims stored, before any alias is written;
-6. make writes, on every server;
+6. make writes, on every server: first the *leave* writes (removals of aliases leaving DNS altogether,
+   which free room), then every addition, packed on what they left;
 7. break writes, once every make write has landed, but for those held back;
 8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
 9. bookkeeping: the departed servers and the removal window stored, one summary line, the answer.
@@ -42,6 +43,21 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | a removal landed                               | its claim is dropped after the break writes              |
 | a claim whose alias no server carries and no   | dropped after the break writes (orphaned)                |
 | change wants                                   |                                                          |
+| an alias leaves DNS altogether (withdrawn, not | its tokens go in the leave writes, before any addition:  |
+| moving to a load balancer)                     | the room they free serves this apply's additions, as if  |
+|                                                | the withdrawal had come in an apply of its own before    |
+| a leave write fails on a server                | that server gets no make or break write (they were       |
+|                                                | packed on what it would have left); removals of what it  |
+|                                                | was adding are held back elsewhere                       |
+| an addition fits only once an alias that stays | refused in this apply (make before break: the removal    |
+| (moving to another node) is removed from that  | waits for the addition elsewhere); it lands in the next  |
+| server                                         | apply, one apply later than with the changes split       |
+| two additions want the same last room          | the first in sorted order lands in one apply; split, the |
+|                                                | first sent lands: which one depends on batching          |
+| a server already over its quota (the quota     | no addition (but what fits once its leave writes deleted |
+| lowered)                                       | keys); a removal that rewrites a value fails (Nova       |
+|                                                | refuses every POST past the quota), one that only        |
+|                                                | deletes a key lands                                      |
 | a withdrawn alias is also held in a form we    | our tokens go, the frozen holder keeps it, and its claim |
 | never edit                                     | goes too; the removal guard does not count it (on air)   |
 | dry run                                        | nothing written (claims, metadata, state); each write    |
@@ -120,15 +136,29 @@ class Outcome:
 def write_in_order(
     executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence, tags: TagWrites | None = None
 ) -> Outcome:
-    """Steps 6 and 7: every make write, on load balancers then servers, then the break writes whose
-    additions landed, on servers then load balancers (``tags``: the load balancers' writes, if any)."""
-    # 6. make writes: every addition, on every load balancer and every server.
+    """Steps 6 and 7: the servers' leave writes, then every make write, on load balancers then servers,
+    then the break writes whose additions landed, on servers then load balancers (``tags``: the load
+    balancers' writes, if any)."""
+    # 6. make writes. First the leave writes: the removals of aliases leaving DNS altogether, which have no
+    # carrier to protect; each server's make write is packed on what its leave write left, so the room
+    # they free serves this apply's additions. A server whose leave write failed gets no other write.
+    leave_failures, abandoned = executor.run_phase(
+        "leave", [p for p in plans if p.leave_write], lambda p: p.leave_write, fence
+    )
+    if abandoned is not None:
+        return Outcome(failures=tuple(leave_failures), held_back=(), abandoned=abandoned)
+    not_left = {f.plan.server.server_id for f in leave_failures}
+    # Then every addition, on every load balancer and every server.
     tagged = tags.make(fence) if tags is not None else NO_TAG_WRITES
     if tagged.abandoned is not None:
-        return Outcome(failures=(), held_back=(), abandoned=tagged.abandoned, tags=tagged)
+        return Outcome(failures=tuple(leave_failures), held_back=(), abandoned=tagged.abandoned, tags=tagged)
     make_failures, abandoned = executor.run_phase(
-        "make", [p for p in plans if p.make_write], lambda p: p.make_write, fence
+        "make",
+        [p for p in plans if p.make_write and p.server.server_id not in not_left],
+        lambda p: p.make_write,
+        fence,
     )
+    make_failures = [*leave_failures, *make_failures]
     if abandoned is not None:
         return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned, tags=tagged)
 
@@ -138,7 +168,7 @@ def write_in_order(
     unlanded = {t.label for f in make_failures for t in f.plan.added} | tagged.unlanded()
     breaks, held_back = [], []
     for plan in plans:
-        if not plan.break_write:
+        if not plan.break_write or plan.server.server_id in not_left:
             continue
         if plan.server.server_id in failed or unlanded & {t.label for t in plan.removed}:
             held_back.append(plan)
@@ -263,6 +293,7 @@ class Applier:
             quota=self._servers.max_metadata_items() if wanted else 0,
             preferred=self._lost_indices.preferred(),
             holders=inventory.holders(),
+            leaving=withdraw,
         )
         self._lost_indices.record(plan, withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))
