@@ -44,7 +44,8 @@ WANTED_AFTER = {"web", "api", "grafana", "login"}
 SLOW_WRITE = 0.15
 """Seconds the simulator holds every metadata write: the apply lasts long enough to be cut anywhere."""
 METADATA_WRITE = r"/servers/[^/]+/metadata(/.*)?$"
-READY_TIMEOUT = 60.0
+READY_TIMEOUT = 120.0
+"""Seconds for ``serve`` to be ready: ~5 s, mostly imports (20 s alone on a 2-core machine at load 15)."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
