@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -35,6 +34,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' one wait-for-a-condition helper (as keystone_recovery)
+
+from support.waiting import TimedOut, eventually  # noqa: E402
+
 UV = ROOT / ".tools" / "bin" / "uv"
 MEDIA_TYPE = "application/external.dns.webhook+json;version=1"
 TRACE_HOOK = Path(__file__).with_name("_call_trace.py")
@@ -120,11 +123,10 @@ def simulator_command(state_dir: Path, port: int) -> list[str]:
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"footprint: timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
+    try:
+        eventually(condition, what=what, timeout=timeout, every=0.05)
+    except TimedOut as timed_out:
+        raise SystemExit(f"footprint: {timed_out}") from None
 
 
 @contextlib.contextmanager

@@ -7,7 +7,6 @@ lastTransitionTime into the past rather than waiting.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,6 +14,7 @@ from e2e_support import MEDIA_TYPE, E2EStack, endpoint_json, http_get
 from test_external_dns import assert_applied, assert_published_on, assert_up_to_date, converge
 
 from landb_webhook.config import Settings
+from support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -30,14 +30,14 @@ def wait_until_unhealthy_nodes(stack: E2EStack, state: str, count: int, timeout:
     """Wait until the webhook, asked for its records, counts ``count`` ingress nodes in ``state``."""
     assert stack.webhook is not None
     wanted = f'landb_webhook_ingress_nodes_unhealthy{{state="{state}"}} {float(count)}'
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        http_get(stack.webhook.api_port, "/records", {"Accept": MEDIA_TYPE})
-        _, _, body = http_get(stack.webhook.health_port, "/metrics")
-        if wanted in body.decode():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"the webhook never reported {wanted!r} within {timeout} s")
+    webhook = stack.webhook
+
+    def reported() -> bool:
+        http_get(webhook.api_port, "/records", {"Accept": MEDIA_TYPE})
+        _, _, body = http_get(webhook.health_port, "/metrics")
+        return wanted in body.decode()
+
+    eventually(reported, what=f"the webhook to report {wanted!r}", timeout=timeout, every=0.1)
 
 
 def test_a_node_not_ready_past_its_grace_period_loses_its_aliases_and_regains_them_when_back(

@@ -8,12 +8,13 @@ once Nova is back (design invariant 6).
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from e2e_support import DOMAIN, E2EStack, endpoint_json, stop_process
+
+from support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -24,13 +25,19 @@ RECOVERED = "Reconciliation succeeded after"
 
 def wait_for(condition: Callable[[], bool], what: str, process: subprocess.Popen[str], log: Path) -> None:
     """Wait on ``condition`` (bounded); fail at once, with the log, if external-dns exits meanwhile."""
-    deadline = time.monotonic() + WAIT
-    while not condition():
+
+    def running_and(condition: Callable[[], bool]) -> bool:
         if process.poll() is not None:
             pytest.fail(f"external-dns exited ({process.returncode}) waiting for {what}:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {WAIT} s waiting for {what}:\n{log.read_text()[-4000:]}")
-        time.sleep(0.1)
+        return condition()
+
+    eventually(
+        lambda: running_and(condition),
+        what=what,
+        timeout=WAIT,
+        every=0.1,
+        detail=lambda: log.read_text()[-4000:],
+    )
 
 
 @pytest.fixture

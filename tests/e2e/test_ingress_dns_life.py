@@ -9,7 +9,6 @@ The webhook's DNS watcher, asking the simulated LanDB, says each of these states
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from ingress_world import TARGET_ANNOTATION, IngressWorld
 
 from landb_simulator import Simulator
 from support.kube_apiserver import KubeApiServer
+from support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -66,13 +66,13 @@ def watcher_lines(world: IngressWorld) -> list[dict[str, Any]]:
 
 def watcher_says(world: IngressWorld, state: str) -> dict[str, Any]:
     """Wait (bounded) for the watcher's log line putting the name in ``state``; return it."""
-    deadline = time.monotonic() + WATCHER_DEADLINE
-    while time.monotonic() < deadline:
-        said = [entry for entry in watcher_lines(world) if entry["dns"] == state]
-        if said:
-            return said[0]
-        time.sleep(0.2)
-    pytest.fail(f"the DNS watcher did not say {NAME} is {state} within {WATCHER_DEADLINE:g}s")
+    said: list[dict[str, Any]] = eventually(
+        lambda: [entry for entry in watcher_lines(world) if entry["dns"] == state],
+        what=f"the DNS watcher to say {NAME} is {state}",
+        timeout=WATCHER_DEADLINE,
+        every=0.2,
+    )
+    return said[0]
 
 
 def converge(world: IngressWorld) -> None:

@@ -26,10 +26,11 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.metrics import Metrics
 from landb_webhook.wiring import build_provider
+from support import waiting
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
 from support.fake_time import FakeTime
 from support.kube_apiserver import KubeApiServer
-from support.provider_cluster import Cluster, settings_for
+from support.provider_cluster import Cluster, settings_for, started
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
@@ -39,25 +40,11 @@ WATCH_FIELDS = {field.name for field in dataclasses.fields(WatchOptions)}
 Eventually = Callable[..., Any]
 
 
-def _eventually(condition: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    """Wait until ``condition()`` is truthy (returning it), failing the test after ``timeout`` seconds.
-
-    The watch thread applies changes asynchronously: tests wait for the visible effect, never for a
-    fixed time.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def eventually() -> Eventually:
-    return _eventually
+    """support.waiting.eventually: the watch threads apply changes asynchronously, so tests wait for the
+    visible effect, never for a fixed time."""
+    return waiting.eventually
 
 
 @pytest.fixture
@@ -109,7 +96,7 @@ def make_cluster(
         metrics = Metrics.create(process_metrics=False)
         settings = settings_for(sim_clients, **overrides)
         provider, resources = build_provider(settings, metrics, clock=clock)
-        assert resources.nodes.wait_synced(5)
+        started(resources)
         cluster = Cluster(
             simulator, provider, resources, metrics, nodes, eventually, lock_server, settings, clock=clock
         )

@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import is_alias_key
 from landb_webhook.webhook.wire import MEDIA_TYPE, decode_endpoints, encode_endpoints
 from support.history import assert_never_without_carrier, carriers
+from support.waiting import eventually
 
 SEEDS = range(int(os.environ.get("LANDB_CRASH_SEEDS", "3")))
 OWNER = "crash"
@@ -44,7 +44,8 @@ WANTED_AFTER = {"web", "api", "grafana", "login"}
 SLOW_WRITE = 0.15
 """Seconds the simulator holds every metadata write: the apply lasts long enough to be cut anywhere."""
 METADATA_WRITE = r"/servers/[^/]+/metadata(/.*)?$"
-READY_TIMEOUT = 60.0
+READY_TIMEOUT = 120.0
+"""Seconds for ``serve`` to be ready: ~5 s, mostly imports (20 s alone on a 2-core machine at load 15)."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -93,18 +94,17 @@ class ServeProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + READY_TIMEOUT
+        process = self._process
         with httpx.Client(timeout=2) as probe:
-            while True:
-                assert self._process.poll() is None, f"serve exited early:\n{self.log()}"
+
+            def ready() -> bool:
+                assert process.poll() is None, f"serve exited early:\n{self.log()}"
                 try:
-                    if probe.get(f"http://127.0.0.1:{self.health_port}/readyz").status_code == 200:
-                        return
+                    return probe.get(f"http://127.0.0.1:{self.health_port}/readyz").status_code == 200
                 except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"serve not ready within {READY_TIMEOUT} s:\n{self.log()}")
-                time.sleep(0.05)
+                    return False
+
+            eventually(ready, what="serve ready", timeout=READY_TIMEOUT, every=0.05, detail=self.log)
 
     def kill(self) -> None:
         assert self._process is not None
@@ -217,19 +217,17 @@ def new_scenario(sim: Simulator, workdir: Path) -> Scenario:
 
 def wait_for_ingress(client: httpx.Client, expected: tuple[str, ...]) -> None:
     """Until the process' node cache shows the ``expected`` ingress nodes (AdjustEndpoints' targets)."""
-    deadline = time.monotonic() + 10
-    while True:
+
+    def seen() -> bool:
         client.get("/records", headers={"Accept": MEDIA_TYPE})  # AdjustEndpoints reuses its inventory
         reply = client.post(
             "/adjustendpoints",
             content=encode_endpoints(wanted({"probe"})),
             headers={"Accept": MEDIA_TYPE, "Content-Type": MEDIA_TYPE},
         )
-        if reply.status_code == 200 and decode_endpoints(reply.content)[0].targets == expected:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail("the webhook's node cache did not see the new ingress set")
-        time.sleep(0.02)
+        return reply.status_code == 200 and decode_endpoints(reply.content)[0].targets == expected
+
+    eventually(seen, what="the webhook's node cache to see the new ingress set", timeout=10, every=0.02)
 
 
 @pytest.fixture(scope="module")
@@ -274,20 +272,23 @@ def test_sigkill_during_an_apply_loses_nothing_and_the_next_process_converges_to
             outcome: list[Any] = []
             applying = threading.Thread(target=lambda: outcome.append(_loop_until_cut(client)))
             applying.start()
-            deadline = time.monotonic() + 30
-            while slow.hits < kill_at:
-                assert applying.is_alive() or slow.hits >= kill_at, f"the apply ended first: {outcome}"
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the simulator never received write {kill_at}")
-                time.sleep(0.005)
+
+            def reached() -> bool:
+                if slow.hits >= kill_at:
+                    return True
+                assert applying.is_alive(), f"the apply ended first: {outcome}"
+                return False
+
+            eventually(reached, what=f"the simulator to receive write {kill_at}", timeout=30, every=0.005)
             serve.kill()
             applying.join(30)
             slow.cancel()
         # A write in flight when the process died may still land: let the simulator finish it first.
-        deadline = time.monotonic() + 10
-        while state.in_flight("nova"):
-            assert time.monotonic() < deadline, "the simulator never finished the writes in flight"
-            time.sleep(0.01)
+        eventually(
+            lambda: not state.in_flight("nova"),
+            what="the simulator to finish the writes in flight",
+            timeout=10,
+        )
         serve.start()
         with httpx.Client(base_url=serve.url, timeout=20) as client:
             converge(client, WANTED_AFTER)

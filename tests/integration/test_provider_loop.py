@@ -212,6 +212,26 @@ def test_metadata_quota_overflow_is_refused_and_other_servers_converge(make_clus
     assert counted(cluster.metrics, "refused_changes_total", reason="plan") > 0
 
 
+def test_room_a_withdrawal_frees_serves_the_creations_of_the_same_apply(make_cluster: Any) -> None:
+    """At its quota, a node drops a0..a3 and gains b0..b5 in one apply: the withdrawals' leave write empties
+    landb-alias2 (a DELETE) before the additions are written, so all six land in one apply, as they did
+    when external-dns happened to send the withdrawals in a loop of their own."""
+    cluster = make_cluster(max_value_length=80, ingress_nodes=1, workers=0)
+    node = cluster.nodes[0]
+    old = [f"a{i}.cern.ch" for i in range(10)]  # 6 tokens fill landb-alias, 4 go into landb-alias2
+    cluster.want(*old)
+    cluster.settle()
+    server = cluster.server_id(node)
+    cluster.sim.state.set_quota(len(cluster.sim.state.metadata(server)))  # not one key more
+
+    new = [f"b{i}.cern.ch" for i in range(6)]
+    cluster.want(*old[:6], *new)
+    cluster.loop()  # one apply: it refused four of the six (no key left for them) before
+
+    assert set(cluster.aliases(node)) == {name.removesuffix(".cern.ch") for name in (*old[:6], *new)}
+    assert cluster.metrics.refused_changes_total.labels(reason="plan")._value.get() == 0
+
+
 def test_a_cluster_over_its_quota_gets_what_fits_and_one_line_per_alias_and_per_node(
     make_cluster: Any,
 ) -> None:

@@ -52,6 +52,30 @@ def test_removing_more_than_the_share_is_refused_and_nothing_is_written(make_clu
     assert (line["withdrawn"], line["published"]) == (6, 10)
 
 
+def test_names_a_frozen_copy_keeps_on_the_air_are_not_counted_as_removed(make_cluster: Any) -> None:
+    """Ten names, six of them also in a hand-set ``landb-alias1`` (a key we never edit) on the worker:
+    withdrawing those six takes none off the air, so the guard lets it through. Only names that lose
+    their last carrier count."""
+    cluster = make_cluster()
+    cluster.want(*NAMES)
+    cluster.settle()
+    worker = cluster.server_id(cluster.nodes[-1])
+    hand_set = ",".join(f"app{i}--load-7-" for i in range(6))
+    cluster.sim.state.set_metadata_direct(
+        worker, {**cluster.sim.state.metadata(worker), "landb-alias1": hand_set}
+    )
+    cluster.settle()
+
+    cluster.want(*NAMES[6:])
+    cluster.settle()
+
+    assert published(cluster) == set(NAMES)  # the six through their frozen copy alone
+    assert refusals(cluster) == 0
+    for node in cluster.nodes[:-1]:
+        assert set(cluster.aliases(node)) == {f"app{i}" for i in range(6, 10)}
+    assert cluster.sim.state.metadata(worker)["landb-alias1"] == hand_set
+
+
 def test_the_allow_switch_lets_the_same_removal_through(make_cluster: Any) -> None:
     cluster = make_cluster(allow_mass_removal=True)
     cluster.want(*NAMES)
@@ -137,6 +161,27 @@ def test_removing_in_slices_below_the_minimum_count_is_refused_once_the_window_a
     fake.sleep(HOUR / 2 + 1)  # the first slice has left the window
     cluster.settle()
     assert published(cluster) == set(NAMES[:2])
+
+
+def test_publishing_names_again_does_not_hide_their_withdrawal_from_the_window(make_cluster: Any) -> None:
+    """The issue's history: four withdrawn, the same four published again, four others withdrawn. The
+    first four were on the air at the window's start: 8 of its 10 went within the hour."""
+    cluster, fake = established(make_cluster, *NAMES)
+    cluster.want(*NAMES[4:])
+    cluster.settle()  # 4 of 10: under the minimum count
+    fake.sleep(60)
+    cluster.want(*NAMES)
+    cluster.settle()  # the same four back on the air
+    fake.sleep(60)
+    writes_before = len(api_writes(cluster.sim))
+
+    cluster.want(*NAMES[:4], *NAMES[8:])
+    with pytest.raises(ApplyError, match=r"\(4 by earlier applies\) would remove 8 of 10"):
+        cluster.loop()
+
+    assert len(api_writes(cluster.sim)) == writes_before
+    assert published(cluster) == set(NAMES)
+    assert refusals(cluster) == 1
 
 
 def test_a_restart_inside_the_window_forgets_no_removal(make_cluster: Any) -> None:

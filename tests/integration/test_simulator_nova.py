@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from openstack.connection import Connection
 
 from landb_simulator import ApiCall, ClientConfig, Simulator, seed_cluster
 from landb_simulator.identity import PROJECT_ID
+from support.waiting import eventually
 
 NovaHttp = Any  # the nova_http factory fixture from tests/conftest.py
 
@@ -714,7 +715,7 @@ def test_requests_in_flight_are_counted_until_answered(simulator: Simulator, nov
     fault = simulator.state.inject_fault(api="nova", method="GET", status=None, delay=0.5)
     caller = threading.Thread(target=lambda: nova.get("/servers"))
     caller.start()
-    wait_until(lambda: fault.hits == 1, what="the request to reach the delay")
+    eventually(lambda: fault.hits == 1, what="the request to reach the delay")
     assert simulator.state.in_flight("nova") == 1
     caller.join(10)
     assert simulator.state.in_flight("nova") == 0
@@ -736,7 +737,7 @@ def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:
 
         caller = threading.Thread(target=call)
         caller.start()
-        wait_until(lambda: fault.hits == 1, what="the request to reach the delay")
+        eventually(lambda: fault.hits == 1, what="the request to reach the delay")
         stopping = time.monotonic()
     stopped_in = time.monotonic() - stopping
     caller.join(10)
@@ -744,14 +745,6 @@ def test_stopping_interrupts_a_delayed_reply(http: httpx.Client) -> None:
     assert not caller.is_alive()
     assert stopped_in < 3
     assert outcome == [503]
-
-
-def wait_until(condition: Callable[[], bool], *, what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_another_project_s_server_is_listed_only_with_all_tenants_and_shown_only_to_an_admin(

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +28,7 @@ from landb_webhook.adapters.ownership import decode_record
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.txt_registry import owned_name
+from support.waiting import eventually
 
 NAMESPACE = "default"
 LEASE = "landb-webhook"
@@ -38,13 +38,8 @@ INGRESS_NODES = 4
 OWNER = "test"
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = TAKEOVER_DEADLINE) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-    return result
+def wait_for(condition: Callable[[], Any], what: str) -> Any:
+    return eventually(condition, what=what, timeout=TAKEOVER_DEADLINE, every=0.05)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ The provider is wired as in production (support.landb_stack) with virtual backof
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +22,13 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from support.fake_time import FakeTime
 from support.landb_stack import Stack, build_stack, serving_api
+from support.waiting import eventually
 
 OWNER = "faults"
 EXTERNAL_DNS_SURVIVES = {200, 204, 503}
 METADATA_WRITE = r"/servers/[^/]+/metadata(/.*)?$"
+WAIT = 15.0
+"""Seconds to wait for a watch, a delayed request or a cache to catch up: far above what they take."""
 
 
 def wanted(*labels: str) -> list[Endpoint]:
@@ -145,7 +147,7 @@ def node_watch_down(h: Harness) -> FaultHandle:
     """Fail every node list and watch; returns once the watch running before has ended and the next
     request met the fault, so that no successful contact can refresh the cache any more."""
     outage = h.state.inject_fault(api="kubernetes", path_pattern=NODES, status=503, times=None)
-    _wait_for(lambda: outage.hits >= 1, "the node watch to meet the outage")
+    eventually(lambda: outage.hits >= 1, what="the node watch to meet the outage", timeout=WAIT)
     return outage
 
 
@@ -188,7 +190,9 @@ def test_external_dns_only_ever_sees_200_204_or_503_and_the_next_loops_converge(
         assert 503 in loop.statuses or loop.succeeded
 
     harness.state.clear_faults()
-    _wait_for(lambda: harness.state.in_flight("nova") == 0, "delayed Nova requests to be answered")
+    eventually(
+        lambda: not harness.state.in_flight("nova"), what="delayed Nova requests answered", timeout=WAIT
+    )
     if lift is not None:
         lift()
     _wait_for_fresh_node_cache(harness)  # it refreshes itself once the Kubernetes API answers again
@@ -238,7 +242,9 @@ def _ingress(harness: Harness) -> set[str]:
 
 
 def _wait_for_fresh_node_cache(harness: Harness) -> None:
-    _wait_for(lambda: _answers(harness), "the node cache to refresh after the Kubernetes outage")
+    eventually(
+        lambda: _answers(harness), what="the node cache to refresh after the Kubernetes outage", timeout=WAIT
+    )
 
 
 def _answers(harness: Harness) -> bool:
@@ -247,11 +253,3 @@ def _answers(harness: Harness) -> bool:
     except UpstreamError:
         return False
     return True
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)

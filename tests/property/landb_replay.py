@@ -26,6 +26,10 @@ def apply_write(metadata: Mapping[str, str], write: MetadataWrite) -> dict[str, 
     return merged
 
 
+def leave_steps(plan: Plan) -> list[Step]:
+    return [(p.server.server_id, p.leave_write) for p in plan.servers if p.leave_write]
+
+
 def make_steps(plan: Plan) -> list[Step]:
     return [(p.server.server_id, p.make_write) for p in plan.servers if p.make_write]
 
@@ -44,8 +48,8 @@ def replay(servers: Sequence[ServerState], steps: Iterable[Step]) -> Iterator[li
 
 
 def apply_plan(servers: Sequence[ServerState], plan: Plan) -> list[ServerState]:
-    """Every make write, then every break write: the executor's order."""
-    states = list(replay(servers, [*make_steps(plan), *break_steps(plan)]))
+    """Every leave write, every make write, then every break write: the executor's order."""
+    states = list(replay(servers, [*leave_steps(plan), *make_steps(plan), *break_steps(plan)]))
     return states[-1] if states else list(servers)
 
 

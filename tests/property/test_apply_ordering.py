@@ -404,3 +404,49 @@ def test_make_writes_only_add_tokens_and_break_writes_only_remove(scenario: Scen
         assert not tokens0 - tokens1
         assert not tokens2 - tokens1
         assert set(tokens1 - tokens2) == set(server_plan.removed)
+
+
+def test_leave_writes_come_first_and_one_that_fails_stops_its_server_and_what_relied_on_its_additions() -> (
+    None
+):
+    """The leave writes (aliases leaving DNS) land before any make write starts; a server whose leave write
+    failed gets neither its make nor its break write (both were packed on what it would have left), and a
+    removal elsewhere of an alias it was adding is held back."""
+    leave = MetadataWrite({"landb-alias": "kept--load-0-"})
+    make = MetadataWrite({"landb-alias9": "new--load-0-"})
+    stuck = ServerPlan(
+        server("stuck"),
+        added=(LoadToken("new", 0),),
+        removed=(LoadToken("old", 0),),
+        make_write=make,
+        break_write=MetadataWrite({}, ("landb-alias3",)),
+        leave_write=leave,
+    )
+    drops = plan_for("drops", deletes=1, removed=("new",))  # the old carrier of what "stuck" adds
+    fine = ServerPlan(
+        server("fine"),
+        added=(LoadToken("web", 0),),
+        removed=(LoadToken("gone", 0),),
+        make_write=MetadataWrite({"landb-alias2": "web--load-0-"}),
+        break_write=MetadataWrite(),
+        leave_write=MetadataWrite({}, ("landb-alias2",)),
+    )
+    plans = [stuck, drops, fine]
+    phases = [
+        {"id-stuck": leave, "id-fine": fine.leave_write},
+        {"id-fine": fine.make_write},
+        {},  # drops is held back, stuck gets no break write
+    ]
+    store = HoldingStore(2, phases, frozenset({("id-stuck", None)}))
+
+    outcome, _ = run(plans, store, 2)
+
+    assert [f.plan.server.server_id for f in outcome.failures] == ["id-stuck"]
+    assert [f.phase for f in outcome.failures] == ["leave"]
+    assert [p.server.server_id for p in outcome.held_back] == ["id-drops"]
+    leaves_end = max(i for i, e in enumerate(store.events) if e.phase == 0 and e.kind == "end")
+    makes_start = min(i for i, e in enumerate(store.events) if e.phase == 1 and e.kind == "start")
+    assert leaves_end < makes_start
+    sent = {e.request for e in store.events if e.kind == "start"}
+    assert sent == {("id-stuck", None), ("id-fine", "landb-alias2"), ("id-fine", None)}
+    assert outcome.failed_labels() >= {"new", "old"}

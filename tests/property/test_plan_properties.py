@@ -30,7 +30,7 @@ from landb_replay import (
 from landb_strategies import GENEROUS_QUOTA, Scenario, scenarios
 
 from landb_webhook.landb.metadata import read_aliases, slot_number
-from landb_webhook.landb.plan import Plan, Refusal, ServerState, carriers, metadata_after
+from landb_webhook.landb.plan import Plan, Refusal, ServerState, carriers, metadata_after, plan_changes
 
 
 def is_frozen_refusal(refusal: Refusal) -> bool:
@@ -310,3 +310,77 @@ def test_the_metadata_an_apply_expects_is_what_nova_holds_once_its_writes_landed
     after = by_id(apply_plan(scenario.servers, plan))
     for server_plan in plan.servers:
         assert metadata_after(server_plan) == after[server_plan.server.server_id].metadata
+
+
+# -- the outcome does not depend on batching --------------------------------------------------------
+
+
+def plan_of(scenario: Scenario, servers: list[ServerState], wanted: dict[str, frozenset[str]]) -> Plan:
+    """The plan the apply makes: every label wanted nowhere leaves DNS (none moves to a load balancer)."""
+    leaving = {label for label, carriers_wanted in wanted.items() if not carriers_wanted}
+    return plan_changes(
+        servers,
+        wanted,
+        floor=scenario.floor,
+        max_length=scenario.max_length,
+        quota=scenario.quota,
+        leaving=leaving,
+    )
+
+
+QUOTA_FREED_BY_A_WITHDRAWAL = Scenario(
+    [
+        ServerState(
+            "x",
+            "node-x",
+            "node-x",
+            {
+                "cern-services": "v",
+                "landb-alias": "app--load-0-," + "p" * 60,
+                "landb-alias2": "old--load-0-," + "r" * 60,
+            },
+        )
+    ],
+    {"old": frozenset(), "y": frozenset({"x"})},
+    floor=0,
+    max_length=80,
+    quota=3,
+)
+"""Three keys held of three: ``y--load-0-`` fits only once ``old`` left ``landb-alias2``. Removals after
+additions refused it in one apply, and landed it when the withdrawal came in an apply of its own."""
+
+
+def test_room_a_withdrawal_frees_serves_an_addition_of_the_same_apply() -> None:
+    plan = plan_of(
+        QUOTA_FREED_BY_A_WITHDRAWAL, QUOTA_FREED_BY_A_WITHDRAWAL.servers, QUOTA_FREED_BY_A_WITHDRAWAL.wanted
+    )
+    assert plan.refusals == ()
+    [server_plan] = plan.servers
+    assert server_plan.leave_write.upserts == {"landb-alias2": "r" * 60}
+    assert server_plan.make_write.upserts == {"landb-alias2": "r" * 60 + ",y--load-0-"}
+    assert not server_plan.break_write
+
+
+@given(scenarios(quota="tight"), st.integers(0, 2**10))
+@example(QUOTA_FREED_BY_A_WITHDRAWAL, 1)
+def test_what_lands_is_the_same_in_one_apply_and_with_withdrawals_sent_in_an_apply_before(
+    scenario: Scenario, sent_first: int
+) -> None:
+    """external-dns batches as its loops fall: the withdrawal of a name and the creation of another may
+    come in one apply or in two. Room a withdrawal frees serves the additions of its own apply (its leave
+    writes go first), so one apply leaves Nova exactly as the withdrawals sent first (any part of them),
+    then the rest: byte for byte, near the quota or not."""
+    leaving = sorted(label for label, carriers_wanted in scenario.wanted.items() if not carriers_wanted)
+    first = {label for bit, label in enumerate(leaving) if sent_first >> bit & 1}
+
+    at_once = apply_plan(scenario.servers, plan_of(scenario, scenario.servers, scenario.wanted))
+
+    before = apply_plan(
+        scenario.servers, plan_of(scenario, scenario.servers, dict.fromkeys(first, frozenset()))
+    )
+    rest = {
+        label: carriers_wanted for label, carriers_wanted in scenario.wanted.items() if label not in first
+    }
+    in_two = apply_plan(before, plan_of(scenario, before, rest))
+
+    assert {s.server_id: s.metadata for s in at_once} == {s.server_id: s.metadata for s in in_two}

@@ -7,9 +7,13 @@ import itertools
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from landb_replay import apply_plan
+from landb_strategies import LABEL_POOL, fleets
 
+from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plan_changes
+from landb_webhook.metrics import Metrics
 from landb_webhook.provider import RemovalGuard
-from landb_webhook.provider.removals import RemovalWindow
+from landb_webhook.provider.removals import RemovalWindow, guard_removals
 
 HOUR = 3600.0
 START = 1_800_000_000.0
@@ -109,3 +113,94 @@ def test_the_applies_of_four_the_issue_names_trip_the_guard_on_the_second() -> N
     count = window.count(START + 60, 6, names[4:8])
     assert not guard.trips(4, 6)  # one apply at a time, it went through
     assert guard.trips(len(count.withdrawn), count.published_at_start)
+
+
+# -- random histories: re-publishing, junk, restarts, the window sliding ------------------------------
+
+JUNK = [f"junk{i}" for i in range(6)]
+SMALL = OLD[:12]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[float, frozenset[str], frozenset[str], bool]]:
+    """Applies (gap since the one before, withdrawn, created, restart after it) over a cluster that
+    publishes every SMALL name at first: names withdrawn, published again, junk created and taken back."""
+    published = set(SMALL)
+    steps = []
+    for _ in range(draw(st.integers(1, 10))):
+        gap = draw(st.floats(min_value=0, max_value=HOUR / 2, allow_nan=False))
+        withdrawn = draw(st.sets(st.sampled_from(sorted(published)))) if published else set()
+        off_air = sorted({*SMALL, *JUNK} - published)
+        created = draw(st.sets(st.sampled_from(off_air))) if off_air else set()
+        published = (published - withdrawn) | created
+        steps.append((gap, frozenset(withdrawn), frozenset(created), draw(st.booleans())))
+    return steps
+
+
+@given(histories(), st.floats(min_value=0, max_value=HOUR, allow_nan=False), st.data())
+def test_the_window_counts_exactly_the_names_on_the_air_at_its_start_withdrawn_within_it(
+    steps: list[tuple[float, frozenset[str], frozenset[str], bool]], wait: float, data: st.DataObject
+) -> None:
+    """Against a replay of the history: the base is what was published just before the oldest apply
+    inside the window, and a name counts when it was on the air then and any apply inside the window
+    (this one included) withdrew it, however often it was published again in between. Restarts (the
+    window read back from its JSON form) change nothing."""
+    window, published, at = RemovalWindow(HOUR), set(SMALL), START
+    states: list[tuple[float, frozenset[str], frozenset[str]]] = []  # (at, published before, withdrawn)
+    for gap, withdrawn, created, restart in steps:
+        at += gap
+        window = window.after(at, len(published), withdrawn, created)
+        states.append((at, frozenset(published), withdrawn))
+        published = (published - withdrawn) | created
+        if restart:
+            window = RemovalWindow.from_json(window.to_json(), HOUR)
+    now = at + wait
+    withdrawing = data.draw(st.sets(st.sampled_from(sorted(published))) if published else st.just(set()))
+
+    inside = [state for state in states if state[0] >= now - HOUR]
+    on_air_at_start = inside[0][1] if inside else frozenset(published)
+    withdrawn_within = frozenset().union(*(state[2] for state in inside)) | withdrawing
+    count = window.count(now, len(published), withdrawing)
+    assert count.published_at_start == len(on_air_at_start)
+    assert count.withdrawn == withdrawn_within & on_air_at_start
+
+
+def test_withdrawing_publishing_again_and_withdrawing_others_is_no_way_around_the_window() -> None:
+    """The issue's history, defaults (half, at least five): ten names, four withdrawn, the same four
+    published again, four others withdrawn: eight of the ten on the air at the window's start."""
+    guard = RemovalGuard(max_share=0.5, min_count=5)
+    names, first, others = OLD[:10], frozenset(OLD[:4]), frozenset(OLD[4:8])
+    window = RemovalWindow(HOUR).after(START, len(names), first)
+    window = window.after(START + 60, len(names) - 4, (), first)
+    count = window.count(START + 120, len(names), others)
+    assert count.withdrawn == first | others
+    assert count.published_at_start == len(names)
+    assert guard.trips(len(count.withdrawn), count.published_at_start)
+
+
+# -- what counts as gone: the last carrier -------------------------------------------------------------
+
+
+@given(fleets(), st.sets(st.sampled_from(LABEL_POOL)))
+def test_the_guard_counts_exactly_the_withdrawn_names_left_with_no_carrier_once_the_plan_landed(
+    fleet: list[ServerState], withdraw: set[str]
+) -> None:
+    """Against the plan itself, applied: a withdrawn name that a value we never edit (a frozen key, a
+    per-interface form) keeps on the air has not gone, and one nobody carried was never there."""
+    before = carriers(fleet)
+    after = carriers(apply_plan(fleet, plan_changes(fleet, dict.fromkeys(withdraw, frozenset()))))
+    gone = {label for label in withdraw if before.get(label) and not after.get(label)}
+
+    never_trips = RemovalGuard(min_count=10**6)
+    window = guard_removals(
+        never_trips,
+        RemovalWindow(HOUR),
+        withdraw=withdraw,
+        publish=set(),
+        published=before,
+        staying=frozen_carriers(fleet),
+        now=START,
+        dry_run=False,
+        metrics=Metrics.create(process_metrics=False),
+    )
+    assert (window.applies[-1].withdrawn if window.applies else frozenset()) == gone

@@ -22,6 +22,7 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider
 from landb_webhook.wiring import Resources, build_provider
+from support import waiting
 
 Eventually = Callable[..., Any]
 
@@ -47,7 +48,7 @@ class Cluster:
         self.resources.close()
         self.metrics = Metrics.create(process_metrics=False)
         self.provider, self.resources = build_provider(self.settings, self.metrics, clock=self.clock)
-        assert self.resources.nodes.wait_synced(5)
+        started(self.resources)
 
     def server_id(self, node: str) -> str:
         return next(s.id for s in self.sim.state.servers() if s.name == node)
@@ -115,6 +116,20 @@ class Cluster:
 
     def gauge(self, name: str, **labels: str) -> float | None:
         return self.metrics.registry.get_sample_value(f"landb_webhook_{name}", labels)
+
+
+LEASE_DEADLINE = 30.0
+"""Seconds for the elector's first round, which takes one request (a Lease created or taken)."""
+
+
+def started(resources: Resources) -> None:
+    """Wait until the background threads' first work is done: the node cache synced and, with leader
+    election, the writer Lease held. Its creation is a Kubernetes write of the elector thread: sent late on a
+    loaded machine, it landed after a test had reset the call record it then counted."""
+    assert resources.nodes.wait_synced(5)
+    lease = resources.lease
+    if lease is not None:
+        waiting.eventually(lease.held, what="the writer Lease held", timeout=LEASE_DEADLINE)
 
 
 def settings_for(config: ClientConfig, **overrides: Any) -> Settings:

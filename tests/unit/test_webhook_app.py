@@ -11,7 +11,7 @@ import io
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 import pytest
@@ -30,6 +30,7 @@ from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
 from support.logging_state import restored_logging
 from support.memory_provider import InMemoryProvider
 from support.serving import WAIT, Webhook, client, serving
+from support.waiting import eventually
 
 FOO = Endpoint(dns_name="foo.bar.com", record_type="A", targets=("1.2.3.4",))
 CREATE_FOO = encode_changes(Changes(create=(FOO,)))
@@ -547,7 +548,8 @@ def test_healthz_fails_while_calls_are_stuck_and_nothing_returns_and_recovers_wh
         assert "landb_webhook_provider_calls_in_flight 1.0" in webhook.health.get("/metrics").text
 
         provider.release.set()
-        assert _eventually(lambda: progress.in_flight() == 0)
+        # a done-callback runs in the worker thread
+        assert eventually(lambda: progress.in_flight() == 0, what="no call in flight", timeout=WAIT)
         assert webhook.health.get("/healthz").status_code == 200
 
 
@@ -569,16 +571,6 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def _eventually(condition: Callable[[], bool]) -> bool:
-    """True once ``condition()`` is (a done-callback runs in the worker thread), False after WAIT s."""
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_readyz_follows_the_provider_and_says_why(webhook: Webhook, provider: UnreliableProvider) -> None:

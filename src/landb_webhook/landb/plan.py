@@ -3,8 +3,11 @@
 Every server's change is split into a *make* write (phase 1, additions only) and a *break* write (phase
 2, removals only): the data of THE APPLY ORDERING, whose rule and cases are in provider/apply.py (every
 make write lands before any break write, so an alias that exists before and after never has zero
-carriers: design invariant 3). Which N each carrier gets is the index rule (landb/indices.py), how tokens
-are laid out over the keys the packing rule (landb/packing.py).
+carriers: design invariant 3). The removals of aliases leaving DNS altogether (``leaving``: no carrier
+after, nothing to protect) are a *leave* write of their own, written before the make write, and the make
+write is packed on what it leaves: room they free serves this plan's additions, so a plan lands what the
+same changes would land split into the withdrawals, then the rest. Which N each carrier gets is the
+index rule (landb/indices.py), how tokens are laid out over the keys the packing rule (landb/packing.py).
 
 Writes touch only slot keys (``landb-alias``, ``landb-alias<k>``); every other key, frozen alias keys
 included, is left as it is (invariant 4). A plain (CNAME) alias is never written, and no ``--load-N-``
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -62,9 +65,14 @@ class ServerPlan:
     added: tuple[LoadToken, ...]
     removed: tuple[LoadToken, ...]
     make_write: MetadataWrite
-    """Phase 1: additions, written before any removal anywhere."""
+    """Phase 1: additions, written before any removal anywhere (but the leave writes)."""
     break_write: MetadataWrite
     """Phase 2: removals, written once every make write has landed."""
+    leave_write: MetadataWrite = field(default_factory=MetadataWrite)
+    """Before phase 1: removals of aliases leaving DNS altogether, written before this server's make write,
+    which is packed on what it leaves (their tokens are in ``removed`` too)."""
+    left: tuple[LoadToken, ...] = ()
+    """The tokens the leave write removes (also in ``removed``): what it lands on its own."""
 
 
 class Refusal(NamedTuple):
@@ -83,7 +91,7 @@ class Refusal(NamedTuple):
 def metadata_after(plan: ServerPlan) -> dict[str, str]:
     """The server's metadata once both of its writes landed: each POST merges, then its DELETEs remove."""
     metadata = dict(plan.server.metadata)
-    for write in (plan.make_write, plan.break_write):
+    for write in (plan.leave_write, plan.make_write, plan.break_write):
         metadata.update(write.upserts)
         for key in write.deletes:
             metadata.pop(key, None)
@@ -179,6 +187,7 @@ def plan_changes(
     quota: int = 128,
     preferred: Mapping[str, Mapping[str, int]] | None = None,
     holders: Holders | None = None,
+    leaving: Set[str] = frozenset(),
 ) -> Plan:
     """Plan the writes that make exactly ``wanted[label]`` (server ids) carry each label in ``wanted``.
 
@@ -186,7 +195,8 @@ def plan_changes(
     An addition that cannot be written (value length, quota, a plain alias of the same name) is refused,
     and its label then loses no token anywhere in this plan. ``preferred[label][server id]`` is the N a
     returning carrier last held. ``holders``: an index of earlier servers to make theirs from, reading
-    only the servers changed since (``landb.holders``).
+    only the servers changed since (``landb.holders``). ``leaving``: the labels leaving DNS altogether
+    (withdrawn, not moving to a load balancer): their removals are leave writes, before the make writes.
     """
     aliases = {s.server_id: s.aliases for s in servers}
     order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
@@ -199,6 +209,7 @@ def plan_changes(
             plain.setdefault(label, server)
     adds: dict[str, list[LoadToken]] = defaultdict(list)
     removes: dict[str, list[tuple[str, LoadToken]]] = defaultdict(list)
+    leaves: dict[str, list[tuple[str, LoadToken]]] = defaultdict(list)
     refusals: list[Refusal] = []
     plain_refusals: list[Refusal] = []
 
@@ -219,7 +230,8 @@ def plan_changes(
             mine = own.get(sid, ())
             index = decided[sid]
             if index is None:
-                removes[sid].extend((text, LoadToken(label, n)) for text, _, n in mine)
+                gone = leaves if label in leaving and not wanted[label] else removes
+                gone[sid].extend((text, LoadToken(label, n)) for text, _, n in mine)
                 if pinned.get(sid):
                     refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
                 continue
@@ -236,7 +248,7 @@ def plan_changes(
             removes[sid].extend((text, LoadToken(label, n)) for text, _, n in mine if text != keeping)
 
     return writes_per_server(
-        order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota
+        order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota, leaves=leaves
     )
 
 
@@ -249,18 +261,23 @@ def writes_per_server(
     *,
     max_length: int,
     quota: int,
+    leaves: Mapping[str, list[tuple[str, LoadToken]]] | None = None,
 ) -> Plan:
-    """Each server's make and break writes from the additions and removals every label asked of it:
-    packed once per server, with all of its additions together.
+    """Each server's leave, make and break writes from the removals of leaving labels, the additions and
+    the other removals every label asked of it: packed once per server, with all of its additions
+    together, on what its leave write left.
 
     The second half of ``plan_changes``, public because the straightforward planner it is checked against
     (tests/property/test_plan_reference.py) shares it on purpose: the reference restates the per-alias
     half, the index rule fed from a scan of every server, and packs with this one."""
+    leaves = leaves or {}
     # A server asked for nothing is not written: skipping it keeps a one-alias change from packing
     # and comparing every value of the cluster.
-    order = [s for s in order if s.server_id in adds or s.server_id in removes]
+    order = [s for s in order if s.server_id in adds or s.server_id in removes or s.server_id in leaves]
+    left = {s.server_id: _leave(s, s.aliases, leaves.get(s.server_id, [])) for s in order}
     phase1 = {
-        s.server_id: _additions(s, s.aliases, adds.get(s.server_id, []), max_length, quota) for s in order
+        s.server_id: _additions(s, left[s.server_id], adds.get(s.server_id, []), max_length, quota)
+        for s in order
     }
     # A label whose new carrier cannot be written keeps every token it has, on every server: removing
     # its old carriers would break it with nothing made in their place (design invariant 3).
@@ -274,7 +291,7 @@ def writes_per_server(
         refusals.extend(additions.refusals)
         gone = removes.get(server.server_id, [])
         kept = [(text, token) for text, token in gone if token.label not in held_back]
-        plan = _server_plan(server, server.aliases, additions, kept)
+        plan = _server_plan(server, left[server.server_id], additions, kept)
         if plan is not None:
             plans.append(plan)
     return Plan(servers=tuple(plans), refusals=tuple(refusals))
@@ -300,6 +317,27 @@ class _Indices(Mapping[str, list[int]]):
         return self._tokens.keys()
 
 
+class _Left(NamedTuple):
+    """A server once its leave write landed."""
+
+    found: ServerAliases
+    slots: Slots
+    keys: int
+    """Its metadata keys then: the leave write deletes the keys it empties."""
+    removed: tuple[tuple[str, LoadToken], ...]
+    write: MetadataWrite
+
+
+def _leave(server: ServerState, found: ServerAliases, leaving: list[tuple[str, LoadToken]]) -> _Left:
+    """Before phase 1: the removals of labels leaving DNS, on their own (they free room for the additions:
+    the make write is packed on what this leaves)."""
+    if not leaving:
+        return _Left(found, found.slots, len(server.metadata), (), MetadataWrite())
+    slots = remove_tokens(found.slots, (text for text, _ in leaving))
+    write = _write(found.slots, slots)
+    return _Left(found, slots, len(server.metadata) - len(write.deletes), tuple(leaving), write)
+
+
 class _Additions(NamedTuple):
     slots: Slots
     """The server's slots once phase 1 has landed."""
@@ -308,22 +346,22 @@ class _Additions(NamedTuple):
 
 
 def _additions(
-    server: ServerState, found: ServerAliases, adds: list[LoadToken], max_length: int, quota: int
+    server: ServerState, left: _Left, adds: list[LoadToken], max_length: int, quota: int
 ) -> _Additions:
-    """Phase 1 for one server: the additions that fit within its metadata quota, in sorted order, and a
-    refusal for each of the others (a server over its quota by others' keys takes none: Nova refuses
-    any write to it)."""
-    free_keys = quota - len(server.metadata)
+    """Phase 1 for one server, on what its leave write left: the additions that fit within its metadata
+    quota, in sorted order, and a refusal for each of the others (a server over its quota by others' keys
+    takes none: Nova refuses any write to it)."""
+    free_keys = quota - left.keys
     if free_keys < 0:
-        reason = f"holds {len(server.metadata)} metadata keys, the server quota is {quota}"
-        return _Additions(found.slots, (), [Refusal(t.label, server, reason) for t in adds])
+        reason = f"holds {left.keys} metadata keys, the server quota is {quota}"
+        return _Additions(left.slots, (), [Refusal(t.label, server, reason) for t in adds])
     rendered = {t.render(): t for t in adds}
     try:
         packed = add_tokens_within(
-            found.slots, rendered, max_length, unavailable=found.frozen_slot_numbers(), new_keys=free_keys
+            left.slots, rendered, max_length, unavailable=left.found.frozen_slot_numbers(), new_keys=free_keys
         )
     except ValueTooLong as exc:
-        return _Additions(found.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
+        return _Additions(left.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
     if not packed.left_out:
         return _Additions(packed.layout, tuple(sorted(adds)), [])
     reason = f"no room left in its metadata keys, the server quota is {quota}"
@@ -337,16 +375,17 @@ def _additions(
 
 def _server_plan(
     server: ServerState,
-    found: ServerAliases,
+    left: _Left,
     additions: _Additions,
     removes: list[tuple[str, LoadToken]],
 ) -> ServerPlan | None:
     shrunk = remove_tokens(additions.slots, (text for text, _ in removes))
-    make_write, break_write = _write(found.slots, additions.slots), _write(additions.slots, shrunk)
-    if not make_write and not break_write:
+    make_write, break_write = _write(left.slots, additions.slots), _write(additions.slots, shrunk)
+    if not make_write and not break_write and not left.write:
         return None
-    removed = tuple(sorted({token for _, token in removes}))
-    return ServerPlan(server, additions.added, removed, make_write, break_write)
+    removed = tuple(sorted({token for _, token in (*left.removed, *removes)}))
+    leaving = tuple(sorted({token for _, token in left.removed}))
+    return ServerPlan(server, additions.added, removed, make_write, break_write, left.write, leaving)
 
 
 def _write(before: Slots, after: Slots) -> MetadataWrite:

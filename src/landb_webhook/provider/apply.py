@@ -8,7 +8,8 @@
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
    *break* (removals) writes, with the index and packing rules;
 5. claims stored, before any alias is written;
-6. make writes, on every server;
+6. make writes, on every server: first the *leave* writes (removals of aliases leaving DNS altogether,
+   which free room), then every addition, packed on what they left;
 7. break writes, once every make write has landed, but for those held back;
 8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
 9. bookkeeping: the servers carrying our aliases (departed ones included) and the removal window stored,
@@ -44,8 +45,23 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | a removal landed                               | its claim is dropped after the break writes              |
 | a claim whose alias no server carries and no   | dropped after the break writes (orphaned)                |
 | change wants                                   |                                                          |
+| an alias leaves DNS altogether (withdrawn, not | its tokens go in the leave writes, before any addition:  |
+| moving to a load balancer)                     | the room they free serves this apply's additions, as if  |
+|                                                | the withdrawal had come in an apply of its own before    |
+| a leave write fails on a server                | that server gets no make or break write (they were       |
+|                                                | packed on what it would have left); removals of what it  |
+|                                                | was adding are held back elsewhere                       |
+| an addition fits only once an alias that stays | refused in this apply (make before break: the removal    |
+| (moving to another node) is removed from that  | waits for the addition elsewhere); it lands in the next  |
+| server                                         | apply, one apply later than with the changes split       |
+| two additions want the same last room          | the first in sorted order lands in one apply; split, the |
+|                                                | first sent lands: which one depends on batching          |
+| a server already over its quota (the quota     | no addition (but what fits once its leave writes deleted |
+| lowered)                                       | keys); a removal that rewrites a value fails (Nova       |
+|                                                | refuses every POST past the quota), one that only        |
+|                                                | deletes a key lands                                      |
 | a withdrawn alias is also held in a form we    | our tokens go, the frozen holder keeps it, and its claim |
-| never edit                                     | goes too                                                 |
+| never edit                                     | goes too; the removal guard does not count it (on air)   |
 | dry run                                        | nothing written (claims, metadata, state); each write    |
 |                                                | that would have been sent is logged                      |
 
@@ -102,7 +118,7 @@ class Landed:
     """The writes of an apply that landed, counted for its summary line."""
 
     servers: int
-    """Servers on which at least one write (make or break) fully landed."""
+    """Servers on which at least one write (leave, make or break) fully landed."""
     tokens_added: int
     tokens_removed: int
 
@@ -124,21 +140,28 @@ class Outcome:
         return [p for p in plans if p.server.server_id not in missed]
 
     def landed_writes(self, plans: Sequence[ServerPlan]) -> Landed:
-        """What of ``plans`` landed (in a dry run: would have), write by write: a server's make write lands
-        its added tokens, its break write its removed ones. A write that failed, even in part (its POST
-        landed, a DELETE did not), counts as failed and none of its tokens count; a held-back one as
-        neither."""
+        """What of ``plans`` landed (in a dry run: would have), write by write: a server's leave write lands
+        the tokens leaving DNS, its make write its added tokens, its break write its other removed ones. A
+        write that failed, even in part (its POST landed, a DELETE did not), counts as failed and none of its
+        tokens count; a held-back one as neither, and so do the writes of a server whose leave write failed
+        (they were not sent)."""
         failed = {(f.plan.server.server_id, f.phase) for f in self.failures}
         held_back = {p.server.server_id for p in self.held_back}
         servers: set[str] = set()
         added = removed = 0
         for plan in plans:
             server_id = plan.server.server_id
+            if plan.leave_write:
+                if (server_id, "leave") in failed:
+                    continue
+                removed += len(plan.left)
+                servers.add(server_id)
             if plan.make_write and (server_id, "make") not in failed:
                 added += len(plan.added)
                 servers.add(server_id)
             if plan.break_write and server_id not in held_back and (server_id, "break") not in failed:
-                removed += len(plan.removed)
+                left = set(plan.left)
+                removed += sum(1 for token in plan.removed if token not in left)
                 servers.add(server_id)
         return Landed(servers=len(servers), tokens_added=added, tokens_removed=removed)
 
@@ -152,15 +175,29 @@ class Outcome:
 def write_in_order(
     executor: PlanExecutor, plans: Sequence[ServerPlan], fence: WriteFence, tags: TagWrites | None = None
 ) -> Outcome:
-    """Steps 6 and 7: every make write, on load balancers then servers, then the break writes whose
-    additions landed, on servers then load balancers (``tags``: the load balancers' writes, if any)."""
-    # 6. make writes: every addition, on every load balancer and every server.
+    """Steps 6 and 7: the servers' leave writes, then every make write, on load balancers then servers,
+    then the break writes whose additions landed, on servers then load balancers (``tags``: the load
+    balancers' writes, if any)."""
+    # 6. make writes. First the leave writes: the removals of aliases leaving DNS altogether, which have no
+    # carrier to protect; each server's make write is packed on what its leave write left, so the room
+    # they free serves this apply's additions. A server whose leave write failed gets no other write.
+    leave_failures, abandoned = executor.run_phase(
+        "leave", [p for p in plans if p.leave_write], lambda p: p.leave_write, fence
+    )
+    if abandoned is not None:
+        return Outcome(failures=tuple(leave_failures), held_back=(), abandoned=abandoned)
+    not_left = {f.plan.server.server_id for f in leave_failures}
+    # Then every addition, on every load balancer and every server.
     tagged = tags.make(fence) if tags is not None else NO_TAG_WRITES
     if tagged.abandoned is not None:
-        return Outcome(failures=(), held_back=(), abandoned=tagged.abandoned, tags=tagged)
+        return Outcome(failures=tuple(leave_failures), held_back=(), abandoned=tagged.abandoned, tags=tagged)
     make_failures, abandoned = executor.run_phase(
-        "make", [p for p in plans if p.make_write], lambda p: p.make_write, fence
+        "make",
+        [p for p in plans if p.make_write and p.server.server_id not in not_left],
+        lambda p: p.make_write,
+        fence,
     )
+    make_failures = [*leave_failures, *make_failures]
     if abandoned is not None:
         return Outcome(failures=tuple(make_failures), held_back=(), abandoned=abandoned, tags=tagged)
 
@@ -170,7 +207,7 @@ def write_in_order(
     unlanded = {t.label for f in make_failures for t in f.plan.added} | tagged.unlanded()
     breaks, held_back = [], []
     for plan in plans:
-        if not plan.break_write:
+        if not plan.break_write or plan.server.server_id in not_left:
             continue
         if plan.server.server_id in failed or unlanded & {t.label for t in plan.removed}:
             held_back.append(plan)
@@ -275,6 +312,7 @@ class Applier:
             withdraw=withdraw,
             publish=publish,
             published=merged_carriers(placement.current, lbs.carriers()),
+            staying=inventory.frozen_carriers(),
             now=context.clock(),
             dry_run=options.dry_run,
             metrics=context.metrics,
@@ -306,6 +344,7 @@ class Applier:
             quota=quota.result() if wanted else 0,
             preferred=self._lost_indices.preferred(),
             holders=inventory.holders(),
+            leaving=withdraw,
         )
         self._lost_indices.record(plan.added_indices(), plan.removed_indices(), withdrawn=withdraw)
         refused.extend(self._log_refusals(plan.refusals))

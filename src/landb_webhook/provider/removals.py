@@ -3,7 +3,9 @@
 A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
 names; LanDB would publish that within 15 minutes. So before anything is written (additions included),
 ``guard_removals`` refuses an apply after which at least ``min_count`` owned aliases, and more than
-``max_share`` of those published, would have gone: by this apply alone, or within the window.
+``max_share`` of those published, would have gone: by this apply alone, or within the window. An alias
+has gone when it lost its last carrier: one still held in a key or form we never edit stays on the air
+and does not count (``leaving_the_air``).
 
 The window counts the applies of the last window, not one.
 
@@ -12,9 +14,12 @@ names have inflated what is published. So besides each apply on its own (its rem
 published now), the guard judges the aliases withdrawn within the window that were published *at the
 window's start*, against how many were: the count seen just before the oldest apply still inside the
 window (the count now when there is none). Every apply that passed the guard is remembered with that
-count and the names it created, even one that removed nothing: names created inside the window neither
-raise the base nor count when withdrawn again, so junk must stand a whole window before it counts, and
-taking back a name just created is judged by the apply's own rule only. Each name counts once.
+count and the names it created, even one that removed nothing. A name's first apply inside the window
+says whether it was on the air at the window's start: a name first created inside the window neither
+raises the base nor counts when withdrawn again, so junk must stand a whole window before it counts, and
+taking back a name just created is judged by the apply's own rule only; a name first withdrawn inside the
+window was on the air at its start and counts, however often it was published again and withdrawn
+since (re-publishing does not launder a withdrawal). Each name counts once.
 The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard says its
 refusal (one error line, one count) and raises.
 """
@@ -94,8 +99,15 @@ class RemovalWindow:
         """What the guard judges if an apply withdrawing ``withdrawing`` runs at ``now`` with
         ``published`` aliases on the air."""
         inside = self.current(now)
-        created = frozenset().union(*(past.created for past in inside))
-        earlier = frozenset().union(*(past.withdrawn for past in inside)) - created
+        # A name's first apply inside the window tells whether it was on the air at the window's start:
+        # first withdrawn, it was; first created, it was not (junk, or a name taken back and published
+        # again is still one that was on the air: a re-publish does not hide its withdrawals).
+        at_start: set[str] = set()
+        created: set[str] = set()
+        for past in inside:
+            at_start.update(past.withdrawn - created)
+            created.update(past.created - at_start)
+        earlier = frozenset(at_start)
         return WindowCount(
             withdrawn=earlier | (frozenset(withdrawing) - created),
             published_at_start=inside[0].published_before if inside else published,
@@ -151,14 +163,17 @@ def guard_removals(
     withdraw: set[str],
     publish: set[str],
     published: Mapping[str, Iterable[str]],
+    staying: Mapping[str, Iterable[str]],
     now: float,
     dry_run: bool,
     metrics: Metrics,
 ) -> RemovalWindow:
     """Refuse (raise RemovalRefused) an apply that withdraws too many aliases, on its own or with the
     applies before it in ``window``; else return the window with this apply in it. ``published``: alias ->
-    the servers carrying it now; only aliases that lose their last carrier count."""
-    going = sorted(label for label in withdraw if any(published.get(label, ())))
+    every carrier it has now (servers, ours or frozen, and load balancers); ``staying``: alias -> the
+    carriers no write of ours can take it from (a value in a key or form we never edit). Only aliases
+    that lose their last carrier count: a withdrawn name a frozen copy keeps on the air has not gone."""
+    going = leaving_the_air(withdraw, published, staying)
     if guard.allow:
         if going:
             log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
@@ -196,6 +211,16 @@ def guard_removals(
     raise RemovalRefused(
         f"removal guard: {removal} (more than {guard.max_share:.0%}); nothing was written. "
         "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
+    )
+
+
+def leaving_the_air(
+    withdraw: Iterable[str], published: Mapping[str, Iterable[str]], staying: Mapping[str, Iterable[str]]
+) -> list[str]:
+    """The withdrawn aliases that lose their last carrier, sorted: on the air now, and kept there by no
+    carrier this apply cannot write (``staying``)."""
+    return sorted(
+        label for label in withdraw if any(published.get(label, ())) and not any(staying.get(label, ()))
     )
 
 
