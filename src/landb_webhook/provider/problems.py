@@ -144,7 +144,15 @@ def _holders(
     name it holds one to judge, and rule 1 then stops at its holding. A departed node's server is none."""
     servers = editable.keys() | pinned.keys() if pinned else editable.keys()
     outside = {sid for sid in servers - ingress if sid in nodes_of}
-    for sid in chain(outside, (sid for sid in servers if sid in nodes_of and sid not in outside)):
-        indices = [index for _, index in editable.get(sid, ())] + list(pinned.get(sid, ()))
+    if outside:
+        held: Iterable[str] = chain(
+            outside, (sid for sid in servers if sid in nodes_of and sid not in outside)
+        )
+    else:
+        held = servers & nodes_of.keys()
+    for sid in held:
+        indices = [index for _, index in editable.get(sid, ())]
+        if sid in pinned:
+            indices += pinned[sid]
         for node in nodes_of[sid]:
             yield node.name, indices, node.is_ingress
