@@ -1,6 +1,6 @@
 """How ``status`` and ``adopt`` print what they found: a table for people, JSON for scripts.
 
-Only layout lives here; what counts as a problem is decided in ``provider/status.py``.
+Only layout lives here; what counts as a problem is decided in ``provider/problems.py``.
 """
 
 from __future__ import annotations

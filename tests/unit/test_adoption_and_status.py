@@ -18,7 +18,8 @@ from landb_webhook.provider.adopt import adoptable, plan_adoption
 from landb_webhook.provider.departed import Remembered
 from landb_webhook.provider.health import HealthPolicy, Placement
 from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.status import StatusAnalysis, analyse, count_needing_attention
+from landb_webhook.provider.problems import count_needing_attention, names_to_judge
+from landb_webhook.provider.status_analysis import StatusAnalysis, analyse
 from landb_webhook.provider.txt_registry import (
     InvalidOwnerId,
     claim_record,
@@ -447,10 +448,14 @@ def test_a_change_of_claims_analyses_no_holdings_again() -> None:
 def test_the_count_records_reports_is_the_names_the_analysis_finds_a_problem_with(
     found: list[tuple[Inventory, list[Endpoint]]],
 ) -> None:
+    """Both ask the same rules (provider/problems.py); what is checked is the gauge's fast path: no name it
+    calls certainly fine has a problem, and its holders read from the holder index are the Holdings'."""
     for fleet, claims in found:
-        flagged = sum(
-            1 for name in analyse(fleet, claims, domain=DOMAIN, health=POLICY).names if name.problems
-        )
+        with_problems = {
+            name.label for name in analyse(fleet, claims, domain=DOMAIN, health=POLICY).names if name.problems
+        }
+        assert with_problems <= {label for label, _, _ in names_to_judge(fleet, domain=DOMAIN)}
+        flagged = len(with_problems)
         assert count_needing_attention(fleet, domain=DOMAIN) == flagged
 
 

@@ -23,7 +23,7 @@ from landb_webhook.provider.context import Context, node_names, nodes_holding
 from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.loadbalancers import LoadBalancerPath
-from landb_webhook.provider.status import count_needing_attention
+from landb_webhook.provider.problems import count_needing_attention
 from landb_webhook.provider.together import Reads
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
