@@ -10,7 +10,8 @@
 6. make writes, on every server;
 7. break writes, once every make write has landed, but for those held back;
 8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
-9. bookkeeping: the departed servers and the removal window stored, one summary line, the answer.
+9. bookkeeping: the departed servers and the removal window stored, one summary line, each name's
+   transition told to the objects asking for it (provider.events), the answer.
 
 Each case, and what the apply does (design invariants 3 and 4; the tests in
 tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):
@@ -67,8 +68,9 @@ from landb_webhook.landb.loadbalancers import plan_tags
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, metadata_after, plan_changes
 from landb_webhook.provider import publications
 from landb_webhook.provider.claims import Claims
-from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named
+from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
 from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
+from landb_webhook.provider.events import NameChange
 from landb_webhook.provider.executor import PlanExecutor, WriteFailure
 from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
 from landb_webhook.provider.health import Placement
@@ -84,7 +86,7 @@ from landb_webhook.provider.loadbalancers import (
     merged_carriers,
 )
 from landb_webhook.provider.refusals import report_refusals
-from landb_webhook.provider.removals import guard_removals
+from landb_webhook.provider.removals import RemovalRefused, guard_removals
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -210,6 +212,7 @@ class Applier:
     def _apply(self, changes: Changes, fence: WriteFence) -> None:
         context, options = self._context, self._context.options
         started = time.monotonic()
+        context.events.learn((*changes.create, *changes.update_new, *changes.delete, *changes.update_old))
         self._state.load()
         inventory = self._inventory.fresh()
         lbs = self._lbs.fresh()
@@ -226,16 +229,7 @@ class Applier:
 
         # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
         placement = context.placement(inventory)
-        self._state.window = guard_removals(
-            options.removal_guard,
-            self._state.window,
-            withdraw=withdraw,
-            publish=publish,
-            published=merged_carriers(placement.current, lbs.carriers()),
-            now=context.clock(),
-            dry_run=options.dry_run,
-            metrics=context.metrics,
-        )
+        self._guard_removals(withdraw, publish, merged_carriers(placement.current, lbs.carriers()))
 
         # 4. plan: which servers must carry each alias, then the make and break writes of each server.
         if publish - homes.keys() and not placement.ingress:
@@ -248,6 +242,8 @@ class Applier:
             )
             context.metrics.refused_changes_total.labels(reason="no_ingress_nodes").inc()
             refused += [f"{label}: no ingress node to carry it" for label in sorted(publish - homes.keys())]
+            for label in publish - homes.keys():
+                self._tell(label, "refused", "no ingress node to carry it", "no_ingress_nodes")
             publish = set(homes)
         wanted = {label: placement.carriers_of(label) for label in publish - homes.keys()} | {
             label: frozenset() for label in withdraw | homes.keys()
@@ -282,7 +278,9 @@ class Applier:
 
         # 6. make writes, then 7. break writes (write_in_order), on load balancers and servers.
         outcome = write_in_order(self._executor, plan.servers, fence, TagWrites(self._lbs, tags, lbs))
-        context.published.written(publications.landed(plan, outcome, context.options), context.clock())
+        landed_names = publications.landed(plan, outcome, context.options)
+        context.published.written(landed_names, context.clock())
+        landed_labels = {found for name in landed_names if (found := context.label_or_none(name))}
         if outcome.abandoned is not None:
             raise outcome.abandoned
 
@@ -311,6 +309,16 @@ class Applier:
         if not options.dry_run:
             landed = outcome.landed(plan.servers)
             self._inventory.wrote(inventory, {p.server.server_id: metadata_after(p) for p in landed})
+        self._tell_outcome(
+            inventory,
+            wanted,
+            homes,
+            written=(publish - unfinished) & landed_labels,
+            removed=(withdraw & carried_before) - unfinished,
+            refused=self._refused_by_label(
+                gated.not_owned, beside_plain_homes, plan, outcome.failed_labels()
+            ),
+        )
         owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
         self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
         self._finish(outcome, refused + outcome.tags.problems(lbs.named))
@@ -329,6 +337,29 @@ class Applier:
         self._context.metrics.refused_changes_total.labels(reason="not_the_writer").inc()
         log.warning("apply refused: another replica holds the writer lease", holder=holder)
         raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
+
+    # -- 3. the removal guard ---------------------------------------------------------------
+
+    def _guard_removals(
+        self, withdraw: set[str], publish: set[str], published: Mapping[str, Set[str]]
+    ) -> None:
+        """The window moved on, or RemovalRefused, told to the objects of every name it holds back."""
+        context = self._context
+        try:
+            self._state.window = guard_removals(
+                context.options.removal_guard,
+                self._state.window,
+                withdraw=withdraw,
+                publish=publish,
+                published=published,
+                now=context.clock(),
+                dry_run=context.options.dry_run,
+                metrics=context.metrics,
+            )
+        except RemovalRefused as refusal:
+            for label in sorted(withdraw):
+                self._tell(label, "refused", str(refusal), "removal_guard")
+            raise
 
     # -- 4. the plan ------------------------------------------------------------------------
 
@@ -434,6 +465,46 @@ class Applier:
 
     # -- 9. bookkeeping ---------------------------------------------------------------------
 
+    def _tell(self, label: str, what: str, detail: str, kind: str = "") -> None:
+        self._context.events.tell(NameChange(self._context.dns_name(label), what, detail, kind))
+
+    def _refused_by_label(
+        self, not_owned: Set[str], beside_plain: Set[str], plan: Plan, failed: Set[str]
+    ) -> dict[str, tuple[str, str]]:
+        """Each alias refused in this apply -> (kind, reason), the first reason found for it."""
+        refused: dict[str, tuple[str, str]] = {}
+        for label in not_owned:
+            refused[label] = ("not_owned", "LanDB holds the name already, set by hand or by another owner")
+        for label in beside_plain:
+            refused[label] = ("plain_alias", "LanDB holds the name as a plain (CNAME) alias")
+        for r in plan.refusals:
+            if r.kind != "frozen":
+                refused.setdefault(r.label, (r.kind, r.reason))
+        for label in failed:
+            refused.setdefault(label, ("write_failed", "a metadata write for it failed or was held back"))
+        return refused
+
+    def _tell_outcome(
+        self,
+        inventory: Inventory,
+        wanted: Mapping[str, frozenset[str]],
+        homes: Mapping[str, frozenset[str]],
+        *,
+        written: Set[str],
+        removed: Set[str],
+        refused: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """Each name's transition, for the Kubernetes Events of the objects asking for it: written (where),
+        removed, refused (kind and reason). A dry run writes nothing, so it tells only the refusals."""
+        if not self._context.options.dry_run:
+            names = node_names(inventory)
+            for label in sorted(written):
+                self._tell(label, "written", _carriers(label, wanted, homes, names))
+            for label in sorted(removed):
+                self._tell(label, "removed", "every carrier")
+        for label, (kind, reason) in sorted(refused.items()):
+            self._tell(label, "refused", reason, kind)
+
     def _remember_servers(
         self, inventory: Inventory, plan: Plan, fence: WriteFence, owned: Callable[[str], bool]
     ) -> None:
@@ -534,6 +605,21 @@ class Applier:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._context.metrics.last_apply_success_timestamp_seconds.set_to_current_time()
         self._context.metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+
+
+def _carriers(
+    label: str,
+    wanted: Mapping[str, frozenset[str]],
+    homes: Mapping[str, frozenset[str]],
+    names: Mapping[str, str],
+) -> str:
+    """``its load balancer``, ``3 ingress nodes (a, b, c)``: where a name was written."""
+    if label in homes:
+        count = len(homes[label])
+        return "its load balancer" if count == 1 else f"{count} load balancers"
+    nodes = sorted(names.get(server_id, server_id) for server_id in wanted.get(label, ()))
+    noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
+    return f"{len(nodes)} {noun} ({named(nodes)})"
 
 
 def _state_of(gone: Remembered, server: Server) -> ServerState:
