@@ -172,3 +172,15 @@ def test_a_first_publish_of_1000_names_is_within_the_rate_and_no_name_loses_its_
     assert metrics.registry.get_sample_value("landb_webhook_events_total", {"result": "created"}) == 1000
     on_air = next(e["note"] for e in simulator.state.events(NAMESPACE) if e["regarding"]["name"] == "app7")
     assert on_air.startswith("app7.cern.ch resolves to its 1 ingress node, 11 min after the write")
+
+
+def test_with_landb_events_false_nothing_is_written(make_cluster: Any) -> None:
+    cluster = make_cluster(events=False)
+    cluster.sim.state.add_ingress(NAMESPACE, "myapp", ["myapp.cern.ch"])
+    cluster.desired = [ingress("myapp", "myapp.cern.ch"), ingress("elsewhere", "myapp.example.org")]
+    cluster.settle()
+    assert cluster.resources.events is None
+    assert not [
+        c for c in cluster.sim.state.api_calls("kubernetes") if "events" in c.path or "ingresses" in c.path
+    ]
+    assert cluster.sim.state.events() == []
