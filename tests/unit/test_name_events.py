@@ -83,6 +83,12 @@ def test_the_resource_label_names_an_ingress_or_a_service(resource: str | None, 
         ),
         (NameChange("myapp.cern.ch", "removed", "3 ingress nodes"), "Normal", "Removed", "DNS drops it"),
         (
+            NameChange("my.app.cern.ch", "refused", "has more than one label before cern.ch", "multi_label"),
+            "Warning",
+            "Refused",
+            "cannot be a LanDB alias: change it",
+        ),
+        (
             NameChange(
                 "myapp.example.org", "refused", "'myapp.example.org' is not in the cern.ch zone", "other_zone"
             ),

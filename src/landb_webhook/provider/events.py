@@ -138,7 +138,10 @@ REFUSAL_HINTS = {
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
 _INVALID_HINT = "this host cannot be a LanDB alias: change it"
-_INVALID_KINDS = frozenset({"empty", "too_long", "characters", "wildcard", "load_marker", "record_type"})
+_INVALID_KINDS = frozenset(
+    {"empty", "too_long", "invalid_characters", "wildcard", "multi_label", "load_marker", "record_type"}
+)
+"""landb.names.InvalidName kinds, and a record type that cannot be an alias: the host must change."""
 
 CONFLICT_HINT = (
     "LanDB answers the name for another device or as a plain alias (CNAME): ask LanDB who holds it, or pick "
