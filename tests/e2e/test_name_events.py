@@ -5,11 +5,12 @@
 An application team's user, bound only to the ``view`` ClusterRole in its namespace, runs ``kubectl
 describe``: a good name says where it was written, then that it is on the air once LanDB has published it; a
 name outside cern.ch and a name held by hand in LanDB say why they are not published and what to do; a
-LoadBalancer Service's name says it went to its load balancer. A second loop adds no event.
+LoadBalancer Service's name says it went to its load balancer. A settled loop adds no event.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -112,6 +113,18 @@ class EventsWorld(IngressWorld):
                 pytest.fail(f"kubectl describe {kind} {name} did not show {wanted}:\n{described}")
             time.sleep(0.5)
 
+    def watcher_says(self, name: str, state: str) -> None:
+        """Wait (bounded) for the DNS watch's log line putting ``name`` in ``state``."""
+        deadline = time.monotonic() + EVENTS_DEADLINE
+        while not any(
+            entry.get("name") == name and entry.get("dns") == state
+            for entry in (
+                json.loads(line) for line in self.webhook.log_text().splitlines() if line.startswith("{")
+            )
+        ):
+            assert time.monotonic() < deadline, f"the DNS watch did not say {name} is {state}"
+            time.sleep(0.2)
+
     def events_waiting(self) -> float:
         _, _, body = http_get(self.webhook.health_port, "/metrics")
         line = next(
@@ -155,6 +168,9 @@ def test_each_owner_sees_with_kubectl_describe_what_happened_to_their_name(world
     shop = world.describe_shows("service", "shop", "Written", "shop.cern.ch written on its load balancer")
     assert "Warning" in outside and "Warning" in held and "Normal" in written and "Normal" in shop
 
+    assert world.run().up_to_date, world.results[-1].describe()  # its Records shows the watch the names
+    world.watcher_says("myapp.cern.ch", "pending")
+    world.watcher_says("shop.cern.ch", "pending")
     world.sim.dns.sync()  # LanDB publishes: pending -> on the air
     on_air = world.describe_shows(
         "ingress", "myapp", "OnTheAir", "myapp.cern.ch resolves to its 3 ingress nodes"
@@ -168,8 +184,8 @@ def test_each_owner_sees_with_kubectl_describe_what_happened_to_their_name(world
         assert time.monotonic() < deadline, "the webhook's events still wait"
         time.sleep(0.2)
     before = world.event_names()
-    second = world.run()
-    assert second.up_to_date, second.describe()
+    again = world.run()
+    assert again.up_to_date, again.describe()
     deadline = time.monotonic() + EVENTS_DEADLINE
     while world.events_waiting() > 0:
         assert time.monotonic() < deadline, "the webhook's events still wait"
