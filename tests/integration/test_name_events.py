@@ -78,7 +78,9 @@ def test_each_ingress_hears_what_happened_to_its_name_and_a_second_loop_adds_no_
     cluster.eventually(lambda: cluster.resources.events.waiting() == 0, what="the emitter idle")
     assert sorted(e["metadata"]["name"] for e in sim.state.events(NAMESPACE)) == names_before
     refused_again = next(e for e in sim.state.events(NAMESPACE) if e["regarding"]["name"] == "elsewhere")
-    assert refused_again["series"]["count"] >= 2  # dropped by every loop's AdjustEndpoints: one event, counted
+    assert (
+        refused_again["series"]["count"] >= 2
+    )  # dropped by every loop's AdjustEndpoints: one event, counted
 
 
 @pytest.mark.parametrize("status", [503, 403])
