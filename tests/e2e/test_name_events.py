@@ -147,11 +147,6 @@ def world(kube_apiserver: KubeApiServer, external_dns_binary: Path, tmp_path: Pa
             running.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the real kube-apiserver (v1.37) answers the sink's create with 400 (a time parsed "
-    "as RFC3339Micro; eventTime is sent as ...000000Z): cause not found yet",
-)
 def test_each_owner_sees_with_kubectl_describe_what_happened_to_their_name(world: EventsWorld) -> None:
     worker = next(s.id for s in world.state.servers() if s.id not in world.ingress_server_ids())
     world.state.set_metadata_direct(worker, {**world.state.metadata(worker), "landb-alias": "held"})
