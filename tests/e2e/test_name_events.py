@@ -51,21 +51,29 @@ class EventsWorld(IngressWorld):
         self.extra_flags = ["--events-emit=RecordReady", "--events-emit=RecordError"]
         self.core = client.CoreV1Api(server.admin)
         self.state.octavia.add_load_balancer("kube_service_apps_shop", VIP)
+        read = ["get", "list", "watch"]
         server.apply(
             [
+                {  # what the aggregated ``view`` role gives that describe needs (no controller manager runs
+                    # here to aggregate the bootstrap ``view``, which stays empty)
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": "view", "namespace": self.apps_namespace},
+                    "rules": [
+                        {"apiGroups": [""], "resources": ["services", "events"], "verbs": read},
+                        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": read},
+                        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": read},
+                    ],
+                },
                 {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "RoleBinding",
                     "metadata": {"name": APP_OWNER, "namespace": self.apps_namespace},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": "view",
-                    },
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "view"},
                     "subjects": [
                         {"kind": "ServiceAccount", "name": APP_OWNER, "namespace": self.apps_namespace}
                     ],
-                }
+                },
             ]
         )
         self.viewer = server.service_account_kubeconfig(
