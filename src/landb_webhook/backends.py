@@ -175,3 +175,56 @@ class LoadBalancerStore(Protocol):
         """Add the ``landb-alias=`` tags of ``add`` and remove those of ``remove``, reading the tags
         afresh first and keeping every other tag (Octavia replaces the whole list)."""
         ...
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """A Kubernetes object an event is about: an Ingress or a Service."""
+
+    kind: str
+    """``Ingress`` or ``Service``."""
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class KubeEvent:
+    """One events.k8s.io/v1 Event as the provider decides it (provider.events); the sink adds the
+    reporting controller and instance and the object's uid."""
+
+    name: str
+    """The Event's own name, in the object's namespace (``<object>.<hex>``, as client-go names them)."""
+    regarding: ObjectRef
+    type: str
+    """``Normal`` or ``Warning``."""
+    reason: str
+    action: str
+    note: str
+    """At most 1 KiB of UTF-8."""
+    first_at: float
+    """Epoch seconds of the first occurrence (``eventTime``)."""
+    last_at: float
+    """Epoch seconds of the last occurrence (``series.lastObservedTime`` when ``count`` > 1)."""
+    count: int
+    """1: a new event, to create; more: a repeat, whose series is updated."""
+
+
+class EventWriteFailed(Exception):
+    """An event was not written. ``kind`` is a fixed word for the metric: ``forbidden`` (RBAC),
+    ``object_gone`` (the Ingress or Service no longer exists), ``event_gone`` (the event to update
+    expired), ``unavailable`` (the API failed or did not answer), ``invalid`` (the API refused it)."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+class EventSink(Protocol):
+    """Where events are written (adapters.events: the Kubernetes events.k8s.io/v1 API)."""
+
+    def write(self, event: KubeEvent) -> None:
+        """Create the event (``count`` 1), or PATCH its series (count, last observed time). Raises
+        EventWriteFailed, never anything else; a series update of an event that is gone raises it with
+        ``event_gone``."""
+        ...

@@ -258,6 +258,14 @@ class Settings(BaseSettings):
     )
     lease_retry_period: float = Field(2.0, gt=0, description="Seconds between acquire or renew attempts.")
 
+    # Kubernetes Events
+    events: bool = Field(
+        True,
+        description="`serve`: write Kubernetes Events (events.k8s.io/v1) on the Ingress or Service behind "
+        "each name at each transition (written, refused and why, on the air, conflict, removed), off the "
+        "request path, at most 10 a second after a burst of 100; a failure changes no webhook answer.",
+    )
+
     # DNS watch
     dns_watch: bool = Field(
         True,

@@ -77,6 +77,19 @@ DNS_STATES = ("pending", "published", "stale", "conflict", "unknown")
 """``dns_names`` states: landb.propagation.WATCHED_STATES (tests/unit/test_webhook_metrics.py checks)."""
 DNS_QUERY_RESULTS = ("answered", "no_answer")
 LOAD_BALANCER_SERVICE_STATES = ("off", "unknown", "present", "absent")
+EVENT_RESULTS = (
+    "created",
+    "updated",
+    "superseded",
+    "dropped",
+    "forbidden",
+    "object_gone",
+    "event_gone",
+    "unavailable",
+    "invalid",
+)
+"""``events_total`` results: written (``created``, ``updated``: a series), not sent (``superseded`` by a newer
+state of the same name, ``dropped`` past the queue's cap) and the EventWriteFailed kinds."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +159,10 @@ class Metrics:
     """Seconds the longest-pending name has waited for DNS since its write (0 when none waits)."""
     dns_queries_total: Counter
     """Questions the DNS watcher asked, by ``result``: ``answered`` or ``no_answer`` (resolver failed)."""
+    events_total: Counter
+    """Kubernetes Events for the objects behind the names, by ``result`` (EVENT_RESULTS)."""
+    events_queued: Gauge
+    """Events waiting for the emitter's rate limit (at most LANDB's queue cap)."""
 
     provider_calls_in_flight: Gauge
     """Webhook calls handed to a provider thread and not returned yet, those past their reply deadline
@@ -322,6 +339,17 @@ class Metrics:
                 ["result"],
                 registry=registry,
             ),
+            events_total=Counter(
+                f"{PREFIX}_events_total",
+                "Kubernetes Events about the names' Ingresses and Services, by result.",
+                ["result"],
+                registry=registry,
+            ),
+            events_queued=Gauge(
+                f"{PREFIX}_events_queued",
+                "Kubernetes Events waiting for the emitter's rate limit.",
+                registry=registry,
+            ),
         )
         # Series with a known, small label set exist from the start, so rate() works from the first write.
         for operation in WRITE_OPERATIONS:
@@ -349,6 +377,8 @@ class Metrics:
             metrics.dns_names.labels(state=state)
         for result in DNS_QUERY_RESULTS:
             metrics.dns_queries_total.labels(result=result)
+        for result in EVENT_RESULTS:
+            metrics.events_total.labels(result=result)
         return metrics
 
     def watch_load_balancer_service(self, state: Callable[[], str]) -> None:

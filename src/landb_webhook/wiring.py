@@ -6,6 +6,7 @@ how the service is configured.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import structlog
 
 from landb_webhook.adapters import cloudconf
 from landb_webhook.adapters.dns import DnsResolver
+from landb_webhook.adapters.events import KubernetesEventSink
 from landb_webhook.adapters.kubeclient import (
     ApiClient,
     Namespace,
@@ -43,6 +45,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
 from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, ask_once, published_in
 from landb_webhook.provider.dns_watch import WatchOptions as DnsWatchOptions
+from landb_webhook.provider.event_emitter import EventEmitter
 from landb_webhook.provider.health import HealthPolicy
 from landb_webhook.provider.publications import STATE_KEY, PublicationLog
 from landb_webhook.provider.status import ClusterStatus
@@ -63,6 +66,8 @@ class Resources:
     published: PublicationLog = field(default_factory=PublicationLog)
     """What the provider publishes, for the DNS watcher."""
     dns_watch: DnsWatch | None = None
+    events: EventEmitter | None = None
+    """The Kubernetes Events of the names' objects; None: LANDB_EVENTS=false."""
     closed: bool = field(default=False)
 
     def close(self) -> None:
@@ -72,6 +77,8 @@ class Resources:
         self.closed = True
         if self.dns_watch is not None:
             self.dns_watch.stop()
+        if self.events is not None:
+            self.events.stop()
         if self.lease is not None:
             self.lease.stop()
         self.nodes.stop()
@@ -304,6 +311,21 @@ def load_balancer_service(settings: Settings, load_balancers: OctaviaLoadBalance
     return "on"
 
 
+def provider_on(ports: Backends, settings: Settings, metrics: Metrics, **wired: Any) -> LandbProvider:
+    """The provider on these adapters; ``wired``: LandbProvider's other arguments (clock, writer_lease,
+    published, events)."""
+    return LandbProvider(
+        ports.nodes,
+        ports.servers,
+        ports.ownership,
+        provider_options(settings),
+        metrics,
+        state=ports.state,
+        load_balancers=ports.load_balancers,
+        **wired,
+    )
+
+
 def build_provider(
     settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time
 ) -> tuple[LandbProvider, Resources]:
@@ -319,17 +341,16 @@ def build_provider(
     if settings.leader_election:
         lease = lease_elector(settings, api_client_for(settings.kubeconfig))
         resources.lease = lease
-    provider = LandbProvider(
-        ports.nodes,
-        ports.servers,
-        ports.ownership,
-        provider_options(settings),
+    if settings.events:
+        resources.events = event_emitter(settings, metrics)
+    provider = provider_on(
+        ports,
+        settings,
         metrics,
         clock=clock,
         writer_lease=lease,
-        state=ports.state,
         published=resources.published,
-        load_balancers=ports.load_balancers,
+        events=resources.events,
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
@@ -343,13 +364,26 @@ def build_provider(
     if lease is not None:
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
+    if resources.events is not None:
+        resources.events.start()
     return provider, resources
+
+
+def event_emitter(settings: Settings, metrics: Metrics) -> EventEmitter:
+    """The Kubernetes Events of the names' Ingresses and Services (provider.event_emitter); not started.
+    The reporting instance is the pod's name (its hostname)."""
+    sink = KubernetesEventSink(
+        api_client_for(settings.kubeconfig),
+        instance=socket.gethostname(),
+        request_timeout=settings.upstream_timeout,
+    )
+    return EventEmitter(sink, metrics)
 
 
 def start_dns_watch(settings: Settings, resources: Resources, metrics: Metrics) -> None:
     """``serve``'s DNS watcher, unless switched off; ``resources.close()`` stops it."""
     if settings.dns_watch:
-        resources.dns_watch = dns_watch(settings, resources.published, metrics)
+        resources.dns_watch = dns_watch(settings, resources.published, metrics, events=resources.events)
         resources.dns_watch.start()
 
 
@@ -358,7 +392,12 @@ def dns_resolver(settings: Settings) -> DnsResolver:
 
 
 def dns_watch(
-    settings: Settings, published: PublicationLog, metrics: Metrics, *, clock: Callable[[], float] = time.time
+    settings: Settings,
+    published: PublicationLog,
+    metrics: Metrics,
+    *,
+    clock: Callable[[], float] = time.time,
+    events: EventEmitter | None = None,
 ) -> DnsWatch:
     """The DNS watcher over what the provider publishes; not started."""
     options = DnsWatchOptions(
@@ -366,7 +405,7 @@ def dns_watch(
         recheck_period=settings.dns_recheck_period,
         sync_period=settings.landb_sync_period,
     )
-    return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock)
+    return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock, events=events)
 
 
 def ask_openstack_once(resources: Resources) -> threading.Thread:

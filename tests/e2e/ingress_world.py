@@ -109,6 +109,8 @@ class IngressWorld:
         self.external_dns = external_dns
         self.workdir = workdir
         self.results: list[Result] = []
+        self.extra_flags: list[str] = []
+        """external-dns flags beside the README's (``--events-emit=...``)."""
         seed_cluster(self.state, ingress_nodes=3, workers=1)
         self.cluster = RealCluster(server, workdir, service_account=CHART_SERVICE_ACCOUNT)
         self.namespace = self.cluster.namespace
@@ -195,6 +197,7 @@ class IngressWorld:
         result = run_external_dns(
             self.external_dns,
             *(flag for flag in flags if flag not in sources),
+            *self.extra_flags,
             webhook_url=self.tap.url,
             source=[*(f"--source={s}" for s in self.sources), f"--kubeconfig={self.cluster.kubeconfig}"],
             tap=self.tap,

@@ -4,14 +4,16 @@ refused the rest (the adapter tests marked ``[kube-apiserver]`` show the grants 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from landb_webhook.adapters.events import KubernetesEventSink
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.backends import UpstreamError
+from landb_webhook.backends import EventWriteFailed, KubeEvent, ObjectRef, UpstreamError
 from support.clusters import RealCluster
 from support.kube_apiserver import KubeApiServer
 
@@ -24,14 +26,16 @@ def webhook_api(real_cluster: RealCluster) -> Iterator[client.CoreV1Api]:
     api_client.close()
 
 
-def allowed(server: KubeApiServer, cluster: RealCluster, verb: str, resource: str, namespace: str) -> bool:
+def allowed(
+    server: KubeApiServer, cluster: RealCluster, verb: str, resource: str, namespace: str, group: str = ""
+) -> bool:
     """What the API server's authorizer answers for the webhook's ServiceAccount."""
     review = client.V1SubjectAccessReview(
         spec=client.V1SubjectAccessReviewSpec(
             user=f"system:serviceaccount:{cluster.namespace}:{cluster.service_account}",
             groups=["system:serviceaccounts", f"system:serviceaccounts:{cluster.namespace}"],
             resource_attributes=client.V1ResourceAttributes(
-                verb=verb, resource=resource, namespace=namespace or None
+                verb=verb, resource=resource, namespace=namespace or None, group=group or None
             ),
         )
     )
@@ -113,3 +117,78 @@ def test_an_ownership_store_outside_its_namespace_fails_with_a_clear_non_retryab
         store.records()
     assert (raised.value.upstream, raised.value.retryable) == ("kubernetes", False)
     assert "403" in raised.value.reason
+
+
+EVENTS_GROUP = "events.k8s.io"
+INGRESS_GROUP = "networking.k8s.io"
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "group", "granted"),
+    [
+        ("create", "events", EVENTS_GROUP, True),  # a new event
+        ("patch", "events", EVENTS_GROUP, True),  # a repeat: its series
+        ("get", "ingresses", INGRESS_GROUP, True),  # the object's uid
+        ("get", "services", "", True),
+        ("update", "events", EVENTS_GROUP, False),
+        ("delete", "events", EVENTS_GROUP, False),
+        ("list", "events", EVENTS_GROUP, False),
+        ("create", "events", "", False),  # the core v1 API is not used
+        ("list", "ingresses", INGRESS_GROUP, False),
+        ("watch", "ingresses", INGRESS_GROUP, False),
+        ("update", "ingresses", INGRESS_GROUP, False),
+        ("patch", "services", "", False),
+    ],
+)
+def test_events_are_granted_exactly_create_and_patch_and_their_objects_get(
+    kube_apiserver: KubeApiServer,
+    real_cluster: RealCluster,
+    verb: str,
+    resource: str,
+    group: str,
+    granted: bool,
+) -> None:
+    """In any namespace an Ingress or Service lives in (events sit beside their object)."""
+    assert allowed(kube_apiserver, real_cluster, verb, resource, "team-a", group) is granted
+
+
+def test_the_event_sink_writes_and_updates_an_event_on_an_ingress_under_deploy_rbac(
+    kube_apiserver: KubeApiServer, real_cluster: RealCluster
+) -> None:
+    """The grants suffice: the adapter, as the webhook's ServiceAccount, creates an event regarding the
+    Ingress with its uid and PATCHes its series; the admin reads both back."""
+    admin_networking = client.NetworkingV1Api(kube_apiserver.admin)
+    ingress = admin_networking.create_namespaced_ingress(
+        real_cluster.namespace,
+        {
+            "metadata": {"name": "myapp"},
+            "spec": {"rules": [{"host": "myapp.cern.ch"}]},
+        },
+    )
+    api_client = api_client_for(real_cluster.kubeconfig)
+    try:
+        sink = KubernetesEventSink(api_client, instance="landb-webhook-0")
+        regarding = ObjectRef("Ingress", real_cluster.namespace, "myapp")
+        first = KubeEvent(
+            name="myapp.1",
+            regarding=regarding,
+            type="Warning",
+            reason="Refused",
+            action="Write",
+            note="myapp.cern.ch not published: held by hand",
+            first_at=1_800_000_000.25,  # kubernetes 37 re-encodes eventTime: a whole second loses its
+            # microseconds and the API server refuses it (400); see adapters/events.py
+            last_at=1_800_000_000.25,
+            count=1,
+        )
+        sink.write(first)
+        sink.write(replace(first, count=2, last_at=1_800_000_060.5))
+        with pytest.raises(EventWriteFailed) as gone:
+            sink.write(replace(first, regarding=ObjectRef("Ingress", real_cluster.namespace, "nothing")))
+        assert gone.value.kind == "object_gone"
+    finally:
+        api_client.close()
+    event = client.EventsV1Api(kube_apiserver.admin).read_namespaced_event("myapp.1", real_cluster.namespace)
+    assert event.regarding.uid == ingress.metadata.uid
+    assert (event.reporting_controller, event.reporting_instance) == ("landb-webhook", "landb-webhook-0")
+    assert event.series.count == 2

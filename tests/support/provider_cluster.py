@@ -139,6 +139,7 @@ def settings_for(config: ClientConfig, **overrides: Any) -> Settings:
         "ownership_store": "configmap",
         "ownership_namespace": "default",
         "inventory_max_age": 0,
+        "events": False,  # tests/integration/test_name_events.py turns them on; the others count requests
         **overrides,
     }
     return Settings(**values)

@@ -13,7 +13,8 @@
 7. break writes, once every make write has landed, but for those held back;
 8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
 9. bookkeeping: the servers carrying our aliases (departed ones included) and the removal window stored,
-   one summary line counting what landed, the answer.
+   one summary line counting what landed, each name's transition told to the objects asking for it
+   (provider.events), the answer.
 
 Each case, and what the apply does (design invariants 3 and 4; the tests in
 tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):
@@ -73,6 +74,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
+from concurrent.futures import Future
 from dataclasses import dataclass
 from threading import Lock
 
@@ -85,8 +87,9 @@ from landb_webhook.landb.loadbalancers import plan_tags
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, metadata_after, plan_changes
 from landb_webhook.provider import publications
 from landb_webhook.provider.claims import Claims
-from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named
+from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
 from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
+from landb_webhook.provider.events import NameChange
 from landb_webhook.provider.executor import PlanExecutor, WriteFailure
 from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
 from landb_webhook.provider.health import Placement
@@ -102,7 +105,7 @@ from landb_webhook.provider.loadbalancers import (
     merged_carriers,
 )
 from landb_webhook.provider.refusals import report_refusals
-from landb_webhook.provider.removals import guard_removals
+from landb_webhook.provider.removals import RemovalRefused, guard_removals
 from landb_webhook.provider.together import Reads
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
@@ -279,21 +282,9 @@ class Applier:
     def _apply(self, changes: Changes, fence: WriteFence) -> None:
         context, options = self._context, self._context.options
         started = time.monotonic()
-        # 1. ... then read everything the plan needs, the reads sent together (provider.together): one
-        # round trip, not five one after the other. The departed servers the listing does not show are
-        # looked up after, once the state store has said which they are (none, most loops).
-        with Reads("apply") as reads:
-            state_read = reads.start(self._state.load, upstream="kubernetes", what="webhook state")
-            lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
-            claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
-            quota = reads.start(
-                self._servers.max_metadata_items, upstream="nova", what="metadata quota", optional=True
-            )
-            listing = self._inventory.listing()  # the large one, here (provider.together: why)
-        state_read.result()
-        inventory = self._inventory.fresh(listing)
-        lbs = lbs_read.result()
-        claim_records = claims_read.result()
+        context.events.learn((*changes.create, *changes.update_new, *changes.delete, *changes.update_old))
+        # 1. ... then read everything the plan needs, the reads sent together (provider.together).
+        inventory, lbs, claim_records, quota = self._read_everything()
         claims_before = claimed_names(claim_records)
 
         # 2. ownership gate: what is not ours is refused, and which claims go with the aliases; the names
@@ -306,16 +297,11 @@ class Applier:
 
         # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
         placement = context.placement(inventory)
-        self._state.window = guard_removals(
-            options.removal_guard,
-            self._state.window,
-            withdraw=withdraw,
-            publish=publish,
-            published=merged_carriers(placement.current, lbs.carriers()),
+        self._guard_removals(
+            withdraw,
+            publish,
+            merged_carriers(placement.current, lbs.carriers()),
             staying=inventory.frozen_carriers(),
-            now=context.clock(),
-            dry_run=options.dry_run,
-            metrics=context.metrics,
         )
 
         # 4. plan: which servers must carry each alias, then the make and break writes of each server.
@@ -330,6 +316,8 @@ class Applier:
             )
             context.metrics.refused_changes_total.labels(reason="no_ingress_nodes").inc()
             refused += [f"{label}: no ingress node to carry it" for label in sorted(publish - homes.keys())]
+            for label in publish - homes.keys():
+                self._tell(label, "refused", "no ingress node to carry it", "no_ingress_nodes")
             publish = set(homes)
         wanted = {label: placement.carriers_of(label) for label in publish - homes.keys()} | {
             label: frozenset() for label in withdraw | homes.keys()
@@ -365,7 +353,9 @@ class Applier:
 
         # 6. make writes, then 7. break writes (write_in_order), on load balancers and servers.
         outcome = write_in_order(self._executor, plan.servers, fence, TagWrites(self._lbs, tags, lbs))
-        context.published.written(publications.landed(plan, outcome, context.options), context.clock())
+        landed_names = publications.landed(plan, outcome, context.options)
+        context.published.written(landed_names, context.clock())
+        landed_labels = {found for name in landed_names if (found := context.label_or_none(name))}
         if outcome.abandoned is not None:
             raise outcome.abandoned
 
@@ -394,6 +384,16 @@ class Applier:
         if not options.dry_run:
             landed = outcome.landed(plan.servers)
             self._inventory.wrote(inventory, {p.server.server_id: metadata_after(p) for p in landed})
+        self._tell_outcome(
+            inventory,
+            wanted,
+            homes,
+            written=(publish - unfinished) & landed_labels,
+            removed=(withdraw & carried_before) - unfinished,
+            refused=self._refused_by_label(
+                gated.not_owned, beside_plain_homes, plan, outcome.failed_labels()
+            ),
+        )
         owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
         self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
         self._finish(outcome, refused + outcome.tags.problems(lbs.named))
@@ -412,6 +412,53 @@ class Applier:
         self._context.metrics.refused_changes_total.labels(reason="not_the_writer").inc()
         log.warning("apply refused: another replica holds the writer lease", holder=holder)
         raise NotTheWriter(f"not the writer: the writer lease is held by {holder}")
+
+    # -- 1. the reads ------------------------------------------------------------------------
+
+    def _read_everything(self) -> tuple[Inventory, LoadBalancers, Sequence[Endpoint], Future[int]]:
+        """The state, the inventory, the load balancers, the claims and the metadata quota (a Future: only
+        a plan that adds needs it, and a failure to read it fails only such a plan), the reads sent together:
+        one round trip, not five one after the other. The departed servers the listing does not show are
+        looked up after, once the state store has said which they are (none, most loops)."""
+        with Reads("apply") as reads:
+            state_read = reads.start(self._state.load, upstream="kubernetes", what="webhook state")
+            lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
+            claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
+            quota = reads.start(
+                self._servers.max_metadata_items, upstream="nova", what="metadata quota", optional=True
+            )
+            listing = self._inventory.listing()  # the large one, here (provider.together: why)
+        state_read.result()
+        return self._inventory.fresh(listing), lbs_read.result(), claims_read.result(), quota
+
+    # -- 3. the removal guard ---------------------------------------------------------------
+
+    def _guard_removals(
+        self,
+        withdraw: set[str],
+        publish: set[str],
+        published: Mapping[str, Set[str]],
+        *,
+        staying: Mapping[str, Set[str]],
+    ) -> None:
+        """The window moved on, or RemovalRefused, told to the objects of every name it holds back."""
+        context = self._context
+        try:
+            self._state.window = guard_removals(
+                context.options.removal_guard,
+                self._state.window,
+                withdraw=withdraw,
+                publish=publish,
+                published=published,
+                staying=staying,
+                now=context.clock(),
+                dry_run=context.options.dry_run,
+                metrics=context.metrics,
+            )
+        except RemovalRefused as refusal:
+            for label in sorted(withdraw):
+                self._tell(label, "refused", str(refusal), "removal_guard")
+            raise
 
     # -- 4. the plan ------------------------------------------------------------------------
 
@@ -517,6 +564,46 @@ class Applier:
 
     # -- 9. bookkeeping ---------------------------------------------------------------------
 
+    def _tell(self, label: str, what: str, detail: str, kind: str = "") -> None:
+        self._context.events.tell(NameChange(self._context.dns_name(label), what, detail, kind))
+
+    def _refused_by_label(
+        self, not_owned: Set[str], beside_plain: Set[str], plan: Plan, failed: Set[str]
+    ) -> dict[str, tuple[str, str]]:
+        """Each alias refused in this apply -> (kind, reason), the first reason found for it."""
+        refused: dict[str, tuple[str, str]] = {}
+        for label in not_owned:
+            refused[label] = ("not_owned", "LanDB holds the name already, set by hand or by another owner")
+        for label in beside_plain:
+            refused[label] = ("plain_alias", "LanDB holds the name as a plain (CNAME) alias")
+        for r in plan.refusals:
+            if r.kind != "frozen":
+                refused.setdefault(r.label, (r.kind, r.reason))
+        for label in failed:
+            refused.setdefault(label, ("write_failed", "a metadata write for it failed or was held back"))
+        return refused
+
+    def _tell_outcome(
+        self,
+        inventory: Inventory,
+        wanted: Mapping[str, frozenset[str]],
+        homes: Mapping[str, frozenset[str]],
+        *,
+        written: Set[str],
+        removed: Set[str],
+        refused: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """Each name's transition, for the Kubernetes Events of the objects asking for it: written (where),
+        removed, refused (kind and reason). A dry run writes nothing, so it tells only the refusals."""
+        if not self._context.options.dry_run:
+            names = node_names(inventory)
+            for label in sorted(written):
+                self._tell(label, "written", _carriers(label, wanted, homes, names))
+            for label in sorted(removed):
+                self._tell(label, "removed", "every carrier")
+        for label, (kind, reason) in sorted(refused.items()):
+            self._tell(label, "refused", reason, kind)
+
     def _remember_servers(
         self, inventory: Inventory, plan: Plan, fence: WriteFence, owned: Callable[[str], bool]
     ) -> None:
@@ -621,6 +708,21 @@ class Applier:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._context.metrics.last_apply_success_timestamp_seconds.set_to_current_time()
         self._context.metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
+
+
+def _carriers(
+    label: str,
+    wanted: Mapping[str, frozenset[str]],
+    homes: Mapping[str, frozenset[str]],
+    names: Mapping[str, str],
+) -> str:
+    """``its load balancer``, ``3 ingress nodes (a, b, c)``: where a name was written."""
+    if label in homes:
+        count = len(homes[label])
+        return "its load balancer" if count == 1 else f"{count} load balancers"
+    nodes = sorted(names.get(server_id, server_id) for server_id in wanted.get(label, ()))
+    noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
+    return f"{len(nodes)} {noun} ({named(nodes)})"
 
 
 def _state_of(gone: Remembered, server: Server) -> ServerState:

@@ -45,6 +45,8 @@ class Gated:
     """Claims to drop once their alias is withdrawn."""
     refused: list[str]
     """One line per change refused, for the apply's error."""
+    not_owned: Set[str] = frozenset()
+    """The aliases refused as someone else's (for the events of their objects)."""
 
 
 class Claims:
@@ -113,7 +115,7 @@ class Claims:
         )
         refused += refused_claims
         refused += self._refuse_plain_alias_changes(plain_changes)
-        return Gated(publish, withdraw, store, drop, refused)
+        return Gated(publish, withdraw, store, drop, refused, not_owned)
 
     def owned_test(self, claimed: set[str]) -> Callable[[str], bool]:
         """Whether an alias is ours, given the names ``claimed``; with registry noop, every one is."""

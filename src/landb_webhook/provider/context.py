@@ -13,6 +13,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
+from landb_webhook.provider.events import NameChange, NameEvents, NoEvents
 from landb_webhook.provider.health import Placement
 from landb_webhook.provider.inventory import Inventory
 from landb_webhook.provider.options import ProviderOptions
@@ -35,6 +36,8 @@ class Context:
     warnings: RepeatLimitedLog = field(default_factory=lambda: RepeatLimitedLog(log))
     published: PublicationLog = field(default_factory=PublicationLog)
     """What each name should resolve to and when it was written, for the DNS watcher."""
+    events: NameEvents = field(default_factory=NoEvents)
+    """Where a name's transitions are told, for the Kubernetes Events of its Ingress or Service."""
 
     def warn_once(self, subject: str, message: str, **fields: object) -> None:
         """Warn once per period (logs.REPEAT_PERIOD_SECONDS), with how many repeats were skipped: one bad
@@ -67,6 +70,7 @@ class Context:
 
     def drop(self, endpoint: Endpoint, reason: str, kind: str) -> None:
         self.metrics.dropped_endpoints_total.labels(reason=kind).inc()
+        self.events.tell(NameChange(endpoint.dns_name, "refused", reason, kind), [endpoint])
         resource = endpoint.label("resource")  # the Ingress or Service asking: ingress/<namespace>/<name>
         self.warn_once(
             f"{endpoint.dns_name} {endpoint.record_type}",

@@ -32,8 +32,10 @@ from landb_webhook.landb.propagation import (
     transition,
 )
 from landb_webhook.metrics import Metrics
+from landb_webhook.provider.events import NameEvents, NoEvents
 from landb_webhook.provider.publications import PublicationLog
 from landb_webhook.provider.status import ClusterStatus
+from landb_webhook.provider.steps import StepThread
 
 log = structlog.get_logger(__name__)
 
@@ -103,22 +105,28 @@ class DnsWatch:
         *,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        events: NameEvents | None = None,
     ) -> None:
-        """``clock``: epoch seconds, as the write times are."""
+        """``clock``: epoch seconds, as the write times are; ``events``: where each change of judgement is
+        told too (the Kubernetes Events of the names' objects)."""
         self._published = published
         self._resolver = resolver
         self._options = options
         self._metrics = metrics
         self._clock = clock
+        self._events = events or NoEvents()
         self._bucket = TokenBucket(options.queries_per_second, max(1.0, options.queries_per_second), clock())
         self._watched: dict[str, _Watched] = {}
         self._lock = threading.Lock()
         self._resolver_failing = False
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        """Set by a report that changed what is published (or by stop): the next step runs at once."""
-        published.on_change(self._wake.set)
-        self._thread: threading.Thread | None = None
+        self._thread = StepThread(
+            "landb-dns-watch",
+            self.step,
+            idle=LOOK_AGAIN,
+            after_failure=options.recheck_period,
+            failed="DNS watch step failed; trying again in one recheck period",
+        )
+        published.on_change(self._thread.wake)  # a report that changed what is published: a step at once
         if metrics is not None:
             metrics.dns_oldest_pending_seconds.set_function(self.oldest_pending_age)
 
@@ -159,7 +167,6 @@ class DnsWatch:
     # -- the thread ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="landb-dns-watch", daemon=True)
         self._thread.start()
         log.info(
             "DNS watch on",
@@ -169,23 +176,7 @@ class DnsWatch:
         )
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        delay = 0.0
-        while True:
-            self._wake.wait(delay)
-            self._wake.clear()  # a report arriving from here on wakes the next wait: none is lost
-            if self._stop.is_set():
-                return
-            try:
-                delay = self.step()
-            except Exception:  # the watcher must outlive any surprise; it says so and goes on
-                log.exception("DNS watch step failed; trying again in one recheck period")
-                delay = self._options.recheck_period
+        self._thread.stop(timeout)
 
     # -- inside a step ------------------------------------------------------------------------------
 
@@ -236,6 +227,7 @@ class DnsWatch:
         change = transition(name, published, previous, current, now)
         if change is not None:
             self._say(change)
+            self._events.tell_dns(change)
         if current.known is State.PUBLISHED:
             self._published.settled(name)
         elif current.known is State.GONE:

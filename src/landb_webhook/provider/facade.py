@@ -20,6 +20,7 @@ from landb_webhook.metrics import Metrics
 from landb_webhook.provider.apply import Applier
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context
+from landb_webhook.provider.events import NameEvents, NoEvents
 from landb_webhook.provider.interface import Readiness
 from landb_webhook.provider.inventory import InventoryReader
 from landb_webhook.provider.kept_state import KeptState
@@ -43,16 +44,20 @@ class LandbProvider:
         state: StateStore | None = None,
         published: PublicationLog | None = None,
         load_balancers: LoadBalancerStore | None = None,
+        events: NameEvents | None = None,
     ) -> None:
         """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
         stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
         ``state`` None: what must survive a restart is kept in memory only; ``published``: where what is
         published and when it was written is told (the DNS watcher reads it); ``load_balancers`` None:
-        every name is published on the ingress nodes (provider.loadbalancers)."""
+        every name is published on the ingress nodes (provider.loadbalancers); ``events``: where each
+        name's transitions are told (provider.event_emitter), None: nowhere."""
         self._nodes = nodes
         self._servers = servers
         self._options = options
-        context = Context(options, metrics, clock, published=published or PublicationLog())
+        context = Context(
+            options, metrics, clock, published=published or PublicationLog(), events=events or NoEvents()
+        )
         kept = KeptState(state, options.removal_guard.window_seconds, context.published)
         inventory = InventoryReader(
             nodes, servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for

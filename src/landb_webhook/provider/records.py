@@ -12,7 +12,7 @@ drops them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 import structlog
 
@@ -20,6 +20,7 @@ from landb_webhook.backends import OwnershipStore
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, node_names, nodes_holding
+from landb_webhook.provider.events import NameChange
 from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.loadbalancers import LoadBalancerPath
@@ -274,7 +275,19 @@ class RecordsView:
                 targets=inventory.ips_of(carried),
                 labels=endpoint.labels,
             )
+        self._tell_held_by_others(endpoints, aliases.keys() & found.keys())
         return [*(aliases[label] for label in sorted(aliases)), *passed]
+
+    def _tell_held_by_others(self, endpoints: Sequence[Endpoint], carried: Set[str]) -> None:
+        """The objects behind the desired endpoints are learnt (for the events of their names), and those
+        asking for a name someone else holds (no ownership record) are told: external-dns' txt registry
+        plans nothing for it, so no ApplyChanges would ever say why the name does not move."""
+        events = self._context.events
+        events.learn(endpoints)
+        claimed = claimed_names(self._ownership.records())
+        for label in sorted(self._claims.unclaimed(carried, claimed)):
+            reason = "LanDB holds the name already, set by hand or by another owner (no ownership record)"
+            events.tell(NameChange(self._context.dns_name(label), "refused", reason, "not_owned"))
 
 
 NAME_OVERHEAD_BYTES = 600

@@ -27,6 +27,8 @@ from landb_simulator.kube_services import service_cells
 from landb_simulator.kube_store import (
     API_VERSIONS,
     CONFIGMAPS,
+    EVENTS,
+    INGRESSES,
     KINDS,
     LEASES,
     NODES,
@@ -405,7 +407,8 @@ class KubeApi:
         self.lifecycle = lifecycle
         self.started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def routes(self) -> list[BaseRoute]:
+    def _verbs(self) -> tuple[dict[str, ResourceHandler], dict[str, ResourceHandler]]:
+        """The handlers of a collection (list, create) and of one object (get, replace, patch, delete)."""
         collection: dict[str, ResourceHandler] = {"GET": self.collection, "POST": self.create}
         single: dict[str, ResourceHandler] = {
             "GET": self.read,
@@ -413,6 +416,10 @@ class KubeApi:
             "PATCH": self.patch,
             "DELETE": self.delete,
         }
+        return collection, single
+
+    def routes(self) -> list[BaseRoute]:
+        collection, single = self._verbs()
         auth = self._authenticated
         resource = self._resource_endpoint
         object_verbs = ["GET", "PUT", "PATCH", "DELETE"]
@@ -464,6 +471,8 @@ class KubeApi:
                 ),
                 methods=["GET", "PUT", "PATCH"],
             ),
+            *self._group_routes("networking.k8s.io/v1", INGRESSES),
+            *self._group_routes("events.k8s.io/v1", EVENTS),
             Route(f"/apis/{COORDINATION}", auth(self.api_group), methods=["GET"]),
             Route(f"/apis/{COORDINATION_VERSION}", auth(self.coordination_resources), methods=["GET"]),
             Route(
@@ -480,6 +489,26 @@ class KubeApi:
                 f"/apis/{COORDINATION_VERSION}/namespaces/{{namespace}}/leases/{{name}}",
                 resource(LEASES, single),
                 methods=object_verbs,
+            ),
+        ]
+
+    def _group_routes(self, group_version: str, resource: str) -> list[BaseRoute]:
+        """A namespaced resource of an API group: listed across namespaces, and list, create, get, replace,
+        patch and delete in one namespace."""
+        collection, single = self._verbs()
+        base = f"/apis/{group_version}"
+        endpoint = self._resource_endpoint
+        return [
+            Route(f"{base}/{resource}", endpoint(resource, {"GET": self.collection}), methods=["GET"]),
+            Route(
+                f"{base}/namespaces/{{namespace}}/{resource}",
+                endpoint(resource, collection),
+                methods=["GET", "POST"],
+            ),
+            Route(
+                f"{base}/namespaces/{{namespace}}/{resource}/{{name}}",
+                endpoint(resource, single),
+                methods=["GET", "PUT", "PATCH", "DELETE"],
             ),
         ]
 

@@ -31,15 +31,38 @@ PODS = "pods"
 CONFIGMAPS = "configmaps"
 LEASES = "leases"
 SERVICES = "services"
-KINDS = {NODES: "Node", PODS: "Pod", CONFIGMAPS: "ConfigMap", LEASES: "Lease", SERVICES: "Service"}
-NAMESPACED = {NODES: False, PODS: True, CONFIGMAPS: True, LEASES: True, SERVICES: True}
+INGRESSES = "ingresses"
+EVENTS = "events"
+"""events.k8s.io/v1 Events (the core /api/v1 events are always an empty list)."""
+KINDS = {
+    NODES: "Node",
+    PODS: "Pod",
+    CONFIGMAPS: "ConfigMap",
+    LEASES: "Lease",
+    SERVICES: "Service",
+    INGRESSES: "Ingress",
+    EVENTS: "Event",
+}
+NAMESPACED = {
+    NODES: False,
+    PODS: True,
+    CONFIGMAPS: True,
+    LEASES: True,
+    SERVICES: True,
+    INGRESSES: True,
+    EVENTS: True,
+}
 API_VERSIONS = {
     NODES: "v1",
     PODS: "v1",
     CONFIGMAPS: "v1",
     LEASES: "coordination.k8s.io/v1",
     SERVICES: "v1",
+    INGRESSES: "networking.k8s.io/v1",
+    EVENTS: "events.k8s.io/v1",
 }
+MAX_EVENT_NOTE_BYTES = 1024
+_EVENT_TYPES = ("Normal", "Warning")
 WITH_STATUS_SUBRESOURCE = frozenset({SERVICES})
 """Resources whose status only the ``/status`` subresource writes (the simulator's nodes and pods take
 theirs with the object, as its helpers need)."""
@@ -274,7 +297,40 @@ def _validate(resource: str, obj: Obj) -> None:
             problems.append(f"[]: Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes")
     if resource == LEASES:
         problems += _lease_problems(obj.get("spec") or {})
+    if resource == EVENTS:
+        problems += _event_problems(obj)
     _refuse(resource, obj, problems)
+
+
+def _event_problems(event: Obj) -> list[str]:
+    """The events.k8s.io/v1 checks of the API server's validation (core/validation ValidateEventCreate)
+    that an event writer can trip over."""
+    problems = []
+    if not (isinstance(event.get("eventTime"), str) and _MICRO_TIME.match(event["eventTime"])):
+        problems.append("eventTime: Required value")
+    for field in ("reportingController", "reportingInstance", "action", "reason"):
+        value = event.get(field)
+        if not isinstance(value, str) or not value:
+            problems.append(f"{field}: Required value")
+        elif len(value) > 128:
+            problems.append(f"{field}: Too long: may not be longer than 128")
+    if len(str(event.get("note") or "").encode()) > MAX_EVENT_NOTE_BYTES:
+        problems.append(f"note: Too long: may not be longer than {MAX_EVENT_NOTE_BYTES}")
+    if event.get("type") not in _EVENT_TYPES:
+        problems.append(
+            f'type: Unsupported value: "{event.get("type")}": supported values: "Normal", "Warning"'
+        )
+    if not isinstance(event.get("regarding"), dict):
+        problems.append("regarding: Required value")
+    series = event.get("series")
+    if series is not None:
+        count = series.get("count") if isinstance(series, dict) else None
+        if not isinstance(count, int) or count < 2:
+            problems.append("series.count: Invalid value: should be at least 2")
+        last = series.get("lastObservedTime") if isinstance(series, dict) else None
+        if not (isinstance(last, str) and _MICRO_TIME.match(last)):
+            problems.append("series.lastObservedTime: Required value")
+    return problems
 
 
 def _lease_problems(spec: Any) -> list[str]:

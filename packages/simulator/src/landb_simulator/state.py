@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from landb_simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
-from landb_simulator.kube_store import CONFIGMAPS, NODES, PODS, SERVICES, KubeStore, Obj
+from landb_simulator.kube_store import CONFIGMAPS, EVENTS, INGRESSES, NODES, PODS, SERVICES, KubeStore, Obj
 from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest, service_manifest, set_ready
 from landb_simulator.octavia_store import LoadBalancerStore
 
@@ -719,6 +719,21 @@ class SimulatorState:
 
     def services(self, namespace: str | None = None) -> list[Obj]:
         return self.kube.select(SERVICES, namespace)[0]
+
+    def add_ingress(self, namespace: str, name: str, hosts: Iterable[str]) -> Obj:
+        """A networking.k8s.io/v1 Ingress routing ``hosts`` to a Service ``name`` on port 80 (emits ADDED)."""
+        backend = {"service": {"name": name, "port": {"number": 80}}}
+        rules = [
+            {"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}
+            for host in hosts
+        ]
+        manifest = {"metadata": {"name": name}, "spec": {"rules": rules}}
+        return self.kube.create(INGRESSES, namespace, manifest)
+
+    def events(self, namespace: str | None = None) -> list[Obj]:
+        """The events.k8s.io/v1 Events, in the order of their last write."""
+        found = self.kube.select(EVENTS, namespace)[0]
+        return sorted(found, key=lambda event: int(event["metadata"]["resourceVersion"]))
 
     def node(self, name: str) -> Obj | None:
         return self.kube.get(NODES, None, name)
