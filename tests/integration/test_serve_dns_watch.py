@@ -93,9 +93,13 @@ def test_serve_follows_a_name_from_the_write_to_published_and_stores_the_write_t
         ips = carriers(webhook, "onair.cern.ch")  # Records: what DNS should answer
     assert len(ips) == 3
 
-    pending = eventually(lambda: judged(webhook, "onair.cern.ch", "pending"), DEADLINE, "the name pending")
+    pending = eventually(
+        lambda: judged(webhook, "onair.cern.ch", "pending"), timeout=DEADLINE, what="the name pending"
+    )
     knot.publish("onair", ips)  # LanDB's sync
-    published = eventually(lambda: judged(webhook, "onair.cern.ch", "published"), DEADLINE, "published")
+    published = eventually(
+        lambda: judged(webhook, "onair.cern.ch", "published"), timeout=DEADLINE, what="published"
+    )
 
     assert pending[0]["event"].startswith(
         "onair.cern.ch does not resolve to its 3 ingress nodes yet (no such"
@@ -122,8 +126,8 @@ def test_a_resolver_that_never_answers_changes_no_webhook_answer(
                 lambda: said(
                     webhook, "DNS resolver does not answer: names keep their last DNS state until it does"
                 ),
-                DEADLINE,
-                "the watcher to find the resolver silent",
+                timeout=DEADLINE,
+                what="the watcher to find the resolver silent",
             )
             later = [loop_over_http(client, desired, owner="test") for _ in range(3)]
 
