@@ -233,3 +233,43 @@ class IngressWorld:
         sections = [(f"external-dns run {n}", result.describe()) for n, result in enumerate(self.results, 1)]
         sections.append(("landb-webhook serve log", self.webhook.log_text()[-20000:]))
         return sections
+
+
+HOSTNAME_ANNOTATION = "external-dns.kubernetes.io/hostname"
+
+
+class ServicesWorld(IngressWorld):
+    """The ingress world with LoadBalancer Services too (external-dns' ``--source=service`` beside
+    ``--source=ingress``): each Service is deleted when the world closes."""
+
+    def __init__(
+        self,
+        server: KubeApiServer,
+        simulator: Simulator,
+        external_dns: Path,
+        workdir: Path,
+        webhook_settings: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            server, simulator, external_dns, workdir, webhook_settings, sources=("service", "ingress")
+        )
+        self.core = client.CoreV1Api(server.admin)
+
+    def close(self) -> None:
+        for service in self.core.list_namespaced_service(self.apps_namespace).items:
+            self.core.delete_namespaced_service(service.metadata.name, self.apps_namespace)
+        super().close()
+
+    def add_service(self, name: str, host: str, ip: str) -> None:
+        """A LoadBalancer Service with the hostname annotation, and the address the cloud gave it."""
+        self.core.create_namespaced_service(
+            self.apps_namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "annotations": {HOSTNAME_ANNOTATION: host}},
+                "spec": {"type": "LoadBalancer", "selector": {"app": name}, "ports": [{"port": 80}]},
+            },
+        )
+        status = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
+        self.core.patch_namespaced_service_status(name, self.apps_namespace, status)

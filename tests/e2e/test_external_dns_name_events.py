@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import http_get
-from ingress_world import IngressWorld
+from ingress_world import ServicesWorld
 from kubernetes import client
 
 from landb_simulator import Simulator
@@ -27,14 +27,13 @@ from support.kube_apiserver import KubeApiServer
 pytestmark = pytest.mark.e2e
 
 VIP = "188.184.30.10"
-HOSTNAME_ANNOTATION = "external-dns.kubernetes.io/hostname"
 EVENTS_DEADLINE = 90.0
 """Seconds for an event to show: the DNS watch looks again within 15 s and asks each name every 10 s here;
 the emitter writes at once (far below its burst)."""
 APP_OWNER = "app-owner"
 
 
-class EventsWorld(IngressWorld):
+class EventsWorld(ServicesWorld):
     """The ingress world with Services, a load balancer, the DNS watch on the simulated LanDB, and a user
     who may only ``view`` the applications' namespace."""
 
@@ -47,9 +46,8 @@ class EventsWorld(IngressWorld):
             "LANDB_DNS_RESOLVERS": simulator.dns.address,
             "LANDB_DNS_RECHECK_PERIOD": "10",
         }
-        super().__init__(server, simulator, external_dns, workdir, watch, sources=("service", "ingress"))
+        super().__init__(server, simulator, external_dns, workdir, watch)
         self.extra_flags = ["--events-emit=RecordReady", "--events-emit=RecordError"]
-        self.core = client.CoreV1Api(server.admin)
         self.state.octavia.add_load_balancer("kube_service_apps_shop", VIP)
         read = ["get", "list", "watch"]
         server.apply(
@@ -79,24 +77,6 @@ class EventsWorld(IngressWorld):
         self.viewer = server.service_account_kubeconfig(
             self.apps_namespace, APP_OWNER, workdir / "app-owner.kubeconfig"
         )
-
-    def close(self) -> None:
-        for service in self.core.list_namespaced_service(self.apps_namespace).items:
-            self.core.delete_namespaced_service(service.metadata.name, self.apps_namespace)
-        super().close()
-
-    def add_service(self, name: str, host: str, ip: str) -> None:
-        self.core.create_namespaced_service(
-            self.apps_namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": name, "annotations": {HOSTNAME_ANNOTATION: host}},
-                "spec": {"type": "LoadBalancer", "selector": {"app": name}, "ports": [{"port": 80}]},
-            },
-        )
-        status = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
-        self.core.patch_namespaced_service_status(name, self.apps_namespace, status)
 
     def kubectl(self, *args: str) -> str:
         """``kubectl`` as the application team's user (``view`` in its namespace only)."""

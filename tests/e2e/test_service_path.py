@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import Result
-from ingress_world import IngressWorld
-from kubernetes import client
+from ingress_world import ServicesWorld
 
 from landb_simulator import Simulator
 from support.homes import watching
@@ -23,39 +22,18 @@ from support.kube_apiserver import KubeApiServer
 
 pytestmark = pytest.mark.e2e
 
-HOSTNAME_ANNOTATION = "external-dns.kubernetes.io/hostname"
 VIP = "188.184.30.10"
 OTHER_TAG = "kube_service_landb-e2e_apps_shop"
 
 
-class ServiceWorld(IngressWorld):
+class ServiceWorld(ServicesWorld):
     """The ingress world plus LoadBalancer Services and the project's Octavia load balancer."""
 
     def __init__(
         self, server: KubeApiServer, simulator: Simulator, external_dns: Path, workdir: Path
     ) -> None:
-        super().__init__(server, simulator, external_dns, workdir, sources=("service", "ingress"))
-        self.core = client.CoreV1Api(server.admin)
+        super().__init__(server, simulator, external_dns, workdir)
         self.lb = self.state.octavia.add_load_balancer(OTHER_TAG, VIP, tags=[OTHER_TAG])
-
-    def close(self) -> None:
-        for service in self.core.list_namespaced_service(self.apps_namespace).items:
-            self.core.delete_namespaced_service(service.metadata.name, self.apps_namespace)
-        super().close()
-
-    def add_service(self, name: str, host: str, ip: str) -> None:
-        """A LoadBalancer Service with the hostname annotation, and the address the cloud gave it."""
-        self.core.create_namespaced_service(
-            self.apps_namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": name, "annotations": {HOSTNAME_ANNOTATION: host}},
-                "spec": {"type": "LoadBalancer", "selector": {"app": name}, "ports": [{"port": 80}]},
-            },
-        )
-        status = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
-        self.core.patch_namespaced_service_status(name, self.apps_namespace, status)
 
     def delete_service(self, name: str) -> None:
         self.core.delete_namespaced_service(name, self.apps_namespace)
