@@ -43,8 +43,7 @@ from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_va
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
-from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, ask_once, published_in
-from landb_webhook.provider.dns_watch import WatchOptions as DnsWatchOptions
+from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, DnsWatchOptions, ask_once, published_in
 from landb_webhook.provider.event_emitter import EventEmitter
 from landb_webhook.provider.health import HealthPolicy
 from landb_webhook.provider.publications import STATE_KEY, PublicationLog

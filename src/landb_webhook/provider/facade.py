@@ -63,7 +63,7 @@ class LandbProvider:
             nodes, servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for
         )
         claims = Claims(context)
-        lbs = LoadBalancerPath(
+        lb_path = LoadBalancerPath(
             load_balancers,
             metrics,
             dns_domain=options.dns_domain,
@@ -71,7 +71,7 @@ class LandbProvider:
             concurrency=options.write_concurrency,
             max_age=options.inventory_max_age,
         )
-        self._records = RecordsView(context, inventory, ownership, claims, lbs)
+        self._records = RecordsView(context, inventory, ownership, claims, lb_path)
         self._applier = Applier(
             context,
             servers=servers,
@@ -80,7 +80,7 @@ class LandbProvider:
             claims=claims,
             state=kept,
             writer_lease=writer_lease,
-            lbs=lbs,
+            lb_path=lb_path,
         )
 
     def domain_filter(self) -> DomainFilter:
