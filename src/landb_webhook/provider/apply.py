@@ -80,7 +80,7 @@ from threading import Lock
 
 import structlog
 
-from landb_webhook.backends import OwnershipStore, Server, ServerStore, UpstreamError, WriterLease
+from landb_webhook.backends import Ports, Server, UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.loadbalancers import plan_tags
@@ -237,28 +237,29 @@ class Applier:
     def __init__(
         self,
         context: Context,
+        ports: Ports,
         *,
-        servers: ServerStore,
-        ownership: OwnershipStore,
         inventory: InventoryReader,
         claims: Claims,
         state: KeptState,
-        writer_lease: WriterLease | None,
         lb_path: LoadBalancerPath,
     ) -> None:
-        """``writer_lease`` None: this is the only replica, it always writes; ``lb_path``: the names on load
-        balancers (provider.loadbalancers)."""
+        """``ports``: the backends, whose writer lease None means this is the only replica, it always
+        writes; ``lb_path``: the names on load balancers (provider.loadbalancers)."""
         self._context = context
         self._lb_path = lb_path
-        self._servers = servers
-        self._ownership = ownership
+        self._servers = ports.servers
+        self._ownership = ports.ownership
         self._inventory = inventory
         self._claims = claims
         self._state = state
-        self._writer_lease = writer_lease
+        self._writer_lease = ports.writer_lease
         options = context.options
         self._executor = PlanExecutor(
-            servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=context.metrics
+            ports.servers,
+            concurrency=options.write_concurrency,
+            dry_run=options.dry_run,
+            metrics=context.metrics,
         )
         self._lock = Lock()
         self._lost_indices = LostIndices()

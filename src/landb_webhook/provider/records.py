@@ -16,7 +16,7 @@ from collections.abc import Sequence, Set
 
 import structlog
 
-from landb_webhook.backends import OwnershipStore
+from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, node_names, nodes_holding
@@ -35,16 +35,18 @@ class RecordsView:
     def __init__(
         self,
         context: Context,
+        ports: Ports,
+        *,
         inventory: InventoryReader,
-        ownership: OwnershipStore,
         claims: Claims,
         lb_path: LoadBalancerPath,
     ) -> None:
-        """``lb_path``: the names on load balancers (provider.loadbalancers)."""
+        """``ports``: the backends (it reads the claims); ``lb_path``: the names on load balancers
+        (provider.loadbalancers)."""
         self._context = context
         self._lb_path = lb_path
         self._inventory = inventory
-        self._ownership = ownership
+        self._ownership = ports.ownership
         self._claims = claims
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
