@@ -34,7 +34,7 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
 from landb_webhook.adapters.octavia import ABSENT, OctaviaLoadBalancers
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
@@ -154,16 +154,23 @@ def server_store(
     """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
     return OpenStackServerStore(
         settings.os_cloud,
-        timeout=settings.upstream_timeout,
         clouds_yaml=clouds_yaml,
         cloud_conf=settings.os_cloud_conf,
-        metrics=metrics,
         cacert=settings.os_cacert,
+        options=openstack_options(settings),
+        metrics=metrics,
+        **injected,
+    )
+
+
+def openstack_options(settings: Settings) -> OpenStackOptions:
+    """How the Nova adapter times and retries its calls."""
+    return OpenStackOptions(
+        timeout=settings.upstream_timeout,
         retry=RetryPolicy(
             transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
         ),
         budget=settings.request_timeout,
-        **injected,
     )
 
 
