@@ -26,7 +26,7 @@ from landb_webhook.config import parse_resolver
 from landb_webhook.landb.propagation import Answer, State
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
+from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.provider.publications import PublicationLog
 
 
@@ -74,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         published = PublicationLog()
         published.reported(names, time.time())
         resolver = Counting(DnsResolver([parse_resolver(knot.address)]))
-        options = WatchOptions(queries_per_second=args.queries_per_second, recheck_period=args.recheck_period)
+        options = DnsWatchOptions(
+            queries_per_second=args.queries_per_second, recheck_period=args.recheck_period
+        )
         metrics = Metrics.create(process_metrics=False)
         rss_before = rss_mib()
         watch = DnsWatch(published, resolver, options, metrics=metrics)

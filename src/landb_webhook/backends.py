@@ -178,6 +178,22 @@ class LoadBalancerStore(Protocol):
 
 
 @dataclass(frozen=True)
+class Ports:
+    """The backends the provider talks to, typed by their Protocols, passed whole: wiring builds them once
+    from the settings (wiring.Backends holds the same adapters by their concrete types)."""
+
+    nodes: NodeSource
+    servers: ServerStore
+    ownership: OwnershipStore
+    state: StateStore | None = None
+    """Where what must survive a restart is kept; None: in memory only."""
+    load_balancers: LoadBalancerStore | None = None
+    """None: every name is published on the ingress nodes (provider.loadbalancers)."""
+    writer_lease: WriterLease | None = None
+    """None: this is the only replica, it always writes; the one-shot commands never hold one."""
+
+
+@dataclass(frozen=True)
 class ObjectRef:
     """A Kubernetes object an event is about: an Ingress or a Service."""
 

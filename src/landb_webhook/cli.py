@@ -330,14 +330,11 @@ def _read_status(settings: Settings, ports: Backends, *, departed: bool = False)
     from landb_webhook.wiring import health_policy  # noqa: PLC0415 (imports every adapter)
 
     return read_status(
-        ports.nodes,
-        ports.servers,
-        ports.ownership,
+        ports.ports,
         domain=settings.dns_domain,
         health=health_policy(settings),
-        state=ports.state if departed else None,
-        load_balancers=ports.load_balancers,
         registry=settings.registry,
+        departed_servers=departed,
     )
 
 

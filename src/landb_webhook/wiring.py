@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +34,17 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
 from landb_webhook.adapters.octavia import ABSENT, OctaviaLoadBalancers
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
-from landb_webhook.backends import OwnershipStore, StateStore, UpstreamError
+from landb_webhook.backends import OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, parse_resolver
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
-from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, ask_once, published_in
-from landb_webhook.provider.dns_watch import WatchOptions as DnsWatchOptions
+from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, DnsWatchOptions, ask_once, published_in
 from landb_webhook.provider.event_emitter import EventEmitter
 from landb_webhook.provider.health import HealthPolicy
 from landb_webhook.provider.publications import STATE_KEY, PublicationLog
@@ -154,16 +154,23 @@ def server_store(
     """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
     return OpenStackServerStore(
         settings.os_cloud,
-        timeout=settings.upstream_timeout,
         clouds_yaml=clouds_yaml,
         cloud_conf=settings.os_cloud_conf,
-        metrics=metrics,
         cacert=settings.os_cacert,
+        options=openstack_options(settings),
+        metrics=metrics,
+        **injected,
+    )
+
+
+def openstack_options(settings: Settings) -> OpenStackOptions:
+    """How the Nova adapter times and retries its calls."""
+    return OpenStackOptions(
+        timeout=settings.upstream_timeout,
         retry=RetryPolicy(
             transient_retries=settings.upstream_retries, conflict_retries=settings.conflict_retries
         ),
         budget=settings.request_timeout,
-        **injected,
     )
 
 
@@ -254,6 +261,11 @@ class Backends:
     load_balancers: OctaviaLoadBalancers | None = None
     """The project's Octavia load balancers, on the Nova adapter's session; None: LANDB_LOADBALANCERS off."""
 
+    @cached_property
+    def ports(self) -> Ports:
+        """The same adapters as the provider and ``status`` see them: by their Protocols, passed whole."""
+        return Ports(self.nodes, self.servers, self.ownership, self.state, self.load_balancers)
+
 
 def build_backends(
     settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
@@ -311,18 +323,18 @@ def load_balancer_service(settings: Settings, load_balancers: OctaviaLoadBalance
     return "on"
 
 
-def provider_on(ports: Backends, settings: Settings, metrics: Metrics, **wired: Any) -> LandbProvider:
-    """The provider on these adapters; ``wired``: LandbProvider's other arguments (clock, writer_lease,
-    published, events)."""
+def provider_on(
+    ports: Backends,
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    writer_lease: WriterLease | None = None,
+    **wired: Any,
+) -> LandbProvider:
+    """The provider on these adapters and ``writer_lease``; ``wired``: LandbProvider's other arguments
+    (clock, published, events)."""
     return LandbProvider(
-        ports.nodes,
-        ports.servers,
-        ports.ownership,
-        provider_options(settings),
-        metrics,
-        state=ports.state,
-        load_balancers=ports.load_balancers,
-        **wired,
+        replace(ports.ports, writer_lease=writer_lease), provider_options(settings), metrics, **wired
     )
 
 

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackOptions, OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.metrics import Metrics
@@ -35,6 +35,7 @@ from support.provider_cluster import Cluster, settings_for, started
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 CONFIGMAP = "landb-webhook-ownership"
 WATCH_FIELDS = {field.name for field in dataclasses.fields(WatchOptions)}
+OPENSTACK_FIELDS = {field.name for field in dataclasses.fields(OpenStackOptions)}
 
 
 Eventually = Callable[..., Any]
@@ -113,12 +114,19 @@ def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackSer
     stores: list[OpenStackServerStore] = []
 
     def make(**options: Any) -> OpenStackServerStore:
-        """Backoff sleeps are virtual unless the test passes its own ``clock`` and ``sleep``; ``cloud``
-        names another credential of the simulator's clouds.yaml (``simulator-admin``...)."""
+        """Backoff sleeps are virtual unless the test passes its own ``clock`` and ``sleep``; ``options``
+        mixes the store's arguments and OpenStackOptions fields; ``cloud`` names another credential of the
+        simulator's clouds.yaml (``simulator-admin``...)."""
         fake = FakeTime()
         cloud = options.pop("cloud", client_config.cloud_name)
-        options = {"timeout": 3.0, "clock": fake.monotonic, "sleep": fake.sleep, **options}
-        store = OpenStackServerStore(cloud, clouds_yaml=client_config.clouds_yaml, **options)
+        calls = {name: options.pop(name) for name in OPENSTACK_FIELDS & options.keys()}
+        options = {"clock": fake.monotonic, "sleep": fake.sleep, **options}
+        store = OpenStackServerStore(
+            cloud,
+            clouds_yaml=client_config.clouds_yaml,
+            options=dataclasses.replace(DEFAULT_OPENSTACK, **{"timeout": 3.0, **calls}),
+            **options,
+        )
         stores.append(store)
         return store
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.cli import EXIT_INVALID_SETTINGS, main
@@ -168,7 +169,8 @@ def test_the_ca_file_verifies_keystone_and_nova_over_tls(simulator: Simulator, t
     )
     untrusted = OpenStackServerStore(
         cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "no-ca.conf", None),
-        retry=RetryPolicy(transient_retries=0),  # a TLS refusal is not worth retrying here
+        # a TLS refusal is not worth retrying here
+        options=replace(DEFAULT_OPENSTACK, retry=RetryPolicy(transient_retries=0)),
     )
     try:
         assert sorted(trusted.servers_for(nodes)) == sorted(names)

@@ -9,13 +9,19 @@ import io
 import json
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from landb_webhook.adapters.openstack import FAILURE_WINDOW, NOT_ANSWERED_YET, OpenStackServerStore
+from landb_webhook.adapters.openstack import (
+    DEFAULT_OPENSTACK,
+    FAILURE_WINDOW,
+    NOT_ANSWERED_YET,
+    OpenStackServerStore,
+)
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.logs import configure_logging
@@ -159,7 +165,9 @@ def test_an_unreachable_keystone_is_named_by_url_with_the_innermost_reason(
     auth = {"auth_url": f"https://{address}/v3", "username": "u", "password": "p", "project_name": "p"}
     clouds_yaml.write_text(yaml.safe_dump({"clouds": {"away": {"auth": auth}}}))
     store = OpenStackServerStore(
-        "away", clouds_yaml=clouds_yaml, retry=RetryPolicy(transient_retries=0, conflict_retries=0)
+        "away",
+        clouds_yaml=clouds_yaml,
+        options=replace(DEFAULT_OPENSTACK, retry=RetryPolicy(transient_retries=0, conflict_retries=0)),
     )
     try:
         with pytest.raises(UpstreamError) as raised:

@@ -16,6 +16,7 @@ from landb_simulator import ClientConfig
 from landb_simulator.external_dns import plan
 from landb_simulator.seed import node_ip
 from landb_webhook.adapters.kubernetes import api_client_for
+from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Changes
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.status_reader import read_status
@@ -218,11 +219,8 @@ def test_status_shows_a_departed_server_until_it_is_cleaned(
 
     def departed() -> list[tuple[str, str, tuple[str, ...]]]:
         found = read_status(
-            cluster.resources.nodes,
-            cluster.resources.servers,
-            cluster.resources.ownership,
+            Ports(cluster.resources.nodes, cluster.resources.servers, cluster.resources.ownership, state),
             domain="cern.ch",
-            state=state,
         )
         return [(d.node, d.server_id, d.tokens) for d in found.departed_servers]
 

@@ -23,7 +23,7 @@ from landb_webhook.config import parse_resolver
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import State
 from landb_webhook.provider import ApplyError
-from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
+from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.wiring import NO_LOAD_BALANCER_SERVICE, ask_openstack_once
 from support.homes import watching
 from support.metrics import counted
@@ -389,7 +389,7 @@ def test_the_dns_watch_follows_tagged_names_from_the_tag_write_to_their_vip_and_
     watch = DnsWatch(
         cluster.resources.published,
         resolver,
-        WatchOptions(queries_per_second=50, recheck_period=30),
+        DnsWatchOptions(queries_per_second=50, recheck_period=30),
         clock=clock,
     )
 

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.external_dns import ownership_record
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore, decode_record
-from landb_webhook.backends import UpstreamError
+from landb_webhook.backends import Ports, UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import PARSED_VALUES, read_aliases
 from landb_webhook.metrics import Metrics
@@ -667,12 +667,9 @@ def test_the_claim_write_is_fenced_too_and_nothing_is_written_once_the_lease_is_
     cluster = make_cluster()
     ports = cluster.resources
     provider = LandbProvider(
-        ports.nodes,
-        ports.servers,
-        ports.ownership,
+        Ports(ports.nodes, ports.servers, ports.ownership, writer_lease=LapsedLease()),
         ProviderOptions(inventory_max_age=0),
         cluster.metrics,
-        writer_lease=LapsedLease(),
     )
     record = Endpoint("app.cern.ch", "A", ("192.0.2.1",))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_get, http_post, sim
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import create_with_claim
 from landb_webhook.adapters.kubeclient import api_client_for
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackServerStore
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.config import Settings
@@ -46,7 +47,9 @@ def test_openstack_tls_is_verified_by_default(
 ) -> None:
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml")
     store = OpenStackServerStore(
-        client_config.cloud_name, clouds_yaml=clouds, timeout=3, retry=RetryPolicy(transient_retries=0)
+        client_config.cloud_name,
+        clouds_yaml=clouds,
+        options=replace(DEFAULT_OPENSTACK, timeout=3, retry=RetryPolicy(transient_retries=0)),
     )
     try:
         with pytest.raises(UpstreamError, match=r"SSL|TLS") as refused:
@@ -64,7 +67,12 @@ def test_a_ca_bundle_makes_openstack_tls_verify(
     in_yaml = {"cacert": str(client_config.ca_file)} if where == "clouds.yaml cacert" else {}
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml", **in_yaml)
     cacert = client_config.ca_file if where == "LANDB_OS_CACERT" else None
-    store = OpenStackServerStore(client_config.cloud_name, clouds_yaml=clouds, timeout=3, cacert=cacert)
+    store = OpenStackServerStore(
+        client_config.cloud_name,
+        clouds_yaml=clouds,
+        options=replace(DEFAULT_OPENSTACK, timeout=3),
+        cacert=cacert,
+    )
     try:
         with capture_logs() as logs:
             assert store.max_metadata_items() == 128
@@ -77,7 +85,9 @@ def test_turning_openstack_verification_off_in_the_configuration_is_said_out_lou
     simulator: Simulator, client_config: Any, tmp_path: Path
 ) -> None:
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml", verify=False)
-    store = OpenStackServerStore(client_config.cloud_name, clouds_yaml=clouds, timeout=3)
+    store = OpenStackServerStore(
+        client_config.cloud_name, clouds_yaml=clouds, options=replace(DEFAULT_OPENSTACK, timeout=3)
+    )
     try:
         with capture_logs() as logs:
             store.servers_for(NO_NODES)

@@ -13,7 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from landb_webhook.landb.propagation import Addresses, Answer
-from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
+from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.provider.publications import PublicationLog
 
 START = 1_800_000_000.0
@@ -47,7 +47,7 @@ def test_questions_stay_within_the_budget_and_every_name_is_asked_again_within_i
     published = PublicationLog()
     published.reported({f"n{i}.cern.ch": ["10.0.0.1"] for i in range(names)}, START)
     resolver = Resolver(clock)
-    options = WatchOptions(queries_per_second=rate, recheck_period=recheck)
+    options = DnsWatchOptions(queries_per_second=rate, recheck_period=recheck)
     watch = DnsWatch(published, resolver, options, clock=lambda: clock[0])
     for extra in late:
         clock[0] += watch.step() + extra

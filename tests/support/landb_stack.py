@@ -18,6 +18,7 @@ from landb_simulator import ClientConfig
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.backends import Ports
 from landb_webhook.config import Settings
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider
@@ -81,7 +82,7 @@ def build_stack(
     )
     ownership = ownership_store(settings, api_client, **watch)
     metrics = Metrics.create(process_metrics=False)
-    provider = LandbProvider(nodes, servers, ownership, provider_options(settings), metrics)
+    provider = LandbProvider(Ports(nodes, servers, ownership), provider_options(settings), metrics)
     nodes.start()
     ownership.start()
     if not (nodes.wait_synced(10) and ownership.wait_synced(10)):

@@ -15,7 +15,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import Alias, Answer, NoAnswer, NoName
 from landb_webhook.metrics import DROP_REASONS, PREFIX, Metrics
 from landb_webhook.provider.context import Context
-from landb_webhook.provider.dns_watch import DnsWatch, WatchOptions
+from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.provider.options import ProviderOptions
 from landb_webhook.provider.publications import PublicationLog
 from support.alert_rules import RULES, counter_samples, expression, fires, firing_groups, rules
@@ -69,7 +69,7 @@ def test_the_dns_alerts_fire_on_a_name_pending_past_30_minutes_and_on_a_conflict
     answers: dict[str, Answer] = {}
     resolver = SimpleNamespace(where="test", resolve=lambda name: answers[name])
     watch = DnsWatch(
-        published, resolver, WatchOptions(recheck_period=60), metrics=metrics, clock=lambda: clock[0]
+        published, resolver, DnsWatchOptions(recheck_period=60), metrics=metrics, clock=lambda: clock[0]
     )
     published.reported({}, START)
     published.written(["late.cern.ch", "taken.cern.ch"], START)

@@ -41,8 +41,10 @@ def tag_writes(store: CountingLoadBalancers, metrics: Metrics) -> TagWrites:
         make_writes=(TagWrite("lb-1", add=("new-a",)), TagWrite("lb-2", add=("new-b",))),
         break_writes=(TagWrite("lb-3", remove=("old-c",)),),
     )
-    lbs = LoadBalancers(tuple(LoadBalancer(f"lb-{i}", f"svc-{i}", f"188.184.30.{i}") for i in (1, 2, 3)))
-    return TagWrites(path, plan, lbs)
+    load_balancers = LoadBalancers(
+        tuple(LoadBalancer(f"lb-{i}", f"svc-{i}", f"188.184.30.{i}") for i in (1, 2, 3))
+    )
+    return TagWrites(path, plan, load_balancers)
 
 
 def test_losing_the_lease_during_the_load_balancer_makes_sends_nothing_more() -> None:

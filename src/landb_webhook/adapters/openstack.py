@@ -49,7 +49,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote_plus, urlsplit
@@ -107,6 +107,28 @@ _PLAIN_LOCK = type(threading.Lock())
 FAILURE_WINDOW = 300.0
 """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
 
+
+@dataclass(frozen=True)
+class OpenStackOptions:
+    """How the Nova adapter calls OpenStack: its timings, retries and request bounds. Built from the
+    settings once (wiring.openstack_options); a test changes one field with ``dataclasses.replace``."""
+
+    timeout: float = 5.0
+    """Seconds one HTTP request may take."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    budget: float = 10.0
+    """Seconds one operation may take, retries included, when no reply deadline is set."""
+    max_name_filter_length: int = 2048
+    """Bound of the URL-encoded ``name`` filter of one server search, so that request lines stay well
+    under the 4 KiB many proxies and WSGI servers accept."""
+    limits_ttl: float = 600.0
+    """Seconds the project's metadata quota is kept before it is read again."""
+    failure_window: float = FAILURE_WINDOW
+    """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
+
+
+DEFAULT_OPENSTACK = OpenStackOptions()
+
 KEYSTONE_UNREACHABLE = "keystone_unreachable"
 AUTH_REFUSED = "auth_refused"
 _KEYSTONE_SAYS = {
@@ -146,16 +168,11 @@ class OpenStackServerStore:
         self,
         cloud: str | None = None,
         *,
-        timeout: float = 5.0,
         clouds_yaml: Path | None = None,
         cloud_conf: Path | None = None,
         cacert: Path | None = None,
-        retry: RetryPolicy | None = None,
-        budget: float = 10.0,
-        max_name_filter_length: int = 2048,
-        limits_ttl: float = 600.0,
+        options: OpenStackOptions = DEFAULT_OPENSTACK,
         metrics: Metrics | None = None,
-        failure_window: float = FAILURE_WINDOW,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         chance: random.Random | None = None,
@@ -165,27 +182,25 @@ class OpenStackServerStore:
         ``clouds_yaml`` reads that file instead of the standard clouds.yaml locations (demo and tests);
         ``cloud_conf`` takes the credentials from a CERN cluster's cloud.conf instead (adapters.cloudconf).
         ``cacert`` is the CA bundle TLS certificates are verified with, overriding the configuration's.
-        ``max_name_filter_length`` bounds the URL-encoded ``name`` filter of one server search, so
-        that request lines stay well under the 4 KiB many proxies and WSGI servers accept.
-        ``metrics`` receives the count and duration of every call. ``budget`` bounds one operation,
-        retries included, when no reply deadline is set; ``clock`` (like time.monotonic) also dates
-        failures; ``sleep`` and ``chance`` (the jitter) are for tests to replace.
+        ``options``: timings, retries and request bounds (OpenStackOptions).
+        ``metrics`` receives the count and duration of every call. ``clock`` (like time.monotonic) also
+        dates failures; ``sleep`` and ``chance`` (the jitter) are for tests to replace.
         """
         self._cloud = cloud
-        self._timeout = timeout
+        self._timeout = options.timeout
         self._clouds_yaml = clouds_yaml
         self._cloud_conf = cloud_conf
-        self._retry = retry or RetryPolicy()
-        self._budget = budget
+        self._retry = options.retry
+        self._budget = options.budget
         self._clock = clock
         self._sleep = sleep
         self._chance = chance or random.Random()  # noqa: S311 (jitter, not a secret)
         self._cacert = cacert
         self._tls: dict[str, Any] = {"cacert": str(cacert)} if cacert is not None else {}
-        self._max_name_filter_length = max_name_filter_length
-        self._limits_ttl = limits_ttl
+        self._max_name_filter_length = options.max_name_filter_length
+        self._limits_ttl = options.limits_ttl
         self._metrics = metrics
-        self._failure_window = failure_window
+        self._failure_window = options.failure_window
 
         self._lock = threading.Lock()
         self._outage_lock = threading.Lock()

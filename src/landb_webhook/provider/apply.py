@@ -80,7 +80,7 @@ from threading import Lock
 
 import structlog
 
-from landb_webhook.backends import OwnershipStore, Server, ServerStore, UpstreamError, WriterLease
+from landb_webhook.backends import Ports, Server, UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.loadbalancers import plan_tags
@@ -191,7 +191,7 @@ def write_in_order(
         return Outcome(failures=tuple(leave_failures), held_back=(), abandoned=abandoned)
     not_left = {f.plan.server.server_id for f in leave_failures}
     # Then every addition, on every load balancer and every server.
-    tagged = tags.make(fence) if tags is not None else NO_TAG_WRITES
+    tagged = tags.make_writes(fence) if tags is not None else NO_TAG_WRITES
     if tagged.abandoned is not None:
         return Outcome(failures=tuple(leave_failures), held_back=(), abandoned=tagged.abandoned, tags=tagged)
     make_failures, abandoned = executor.run_phase(
@@ -224,7 +224,7 @@ def write_in_order(
         breaks.append(plan)
     break_failures, abandoned = executor.run_phase("break", breaks, lambda p: p.break_write, fence)
     if abandoned is None and tags is not None:
-        tagged = tagged.then(tags.brk(unlanded, fence))
+        tagged = tagged.then(tags.break_writes(unlanded, fence))
     return Outcome(
         failures=(*make_failures, *break_failures),
         held_back=tuple(held_back),
@@ -237,28 +237,29 @@ class Applier:
     def __init__(
         self,
         context: Context,
+        ports: Ports,
         *,
-        servers: ServerStore,
-        ownership: OwnershipStore,
         inventory: InventoryReader,
         claims: Claims,
         state: KeptState,
-        writer_lease: WriterLease | None,
-        lbs: LoadBalancerPath,
+        lb_path: LoadBalancerPath,
     ) -> None:
-        """``writer_lease`` None: this is the only replica, it always writes; ``lbs``: the names on load
-        balancers (provider.loadbalancers)."""
+        """``ports``: the backends, whose writer lease None means this is the only replica, it always
+        writes; ``lb_path``: the names on load balancers (provider.loadbalancers)."""
         self._context = context
-        self._lbs = lbs
-        self._servers = servers
-        self._ownership = ownership
+        self._lb_path = lb_path
+        self._servers = ports.servers
+        self._ownership = ports.ownership
         self._inventory = inventory
         self._claims = claims
         self._state = state
-        self._writer_lease = writer_lease
+        self._writer_lease = ports.writer_lease
         options = context.options
         self._executor = PlanExecutor(
-            servers, concurrency=options.write_concurrency, dry_run=options.dry_run, metrics=context.metrics
+            ports.servers,
+            concurrency=options.write_concurrency,
+            dry_run=options.dry_run,
+            metrics=context.metrics,
         )
         self._lock = Lock()
         self._lost_indices = LostIndices()
@@ -284,15 +285,17 @@ class Applier:
         started = time.monotonic()
         context.events.learn((*changes.create, *changes.update_new, *changes.delete, *changes.update_old))
         # 1. ... then read everything the plan needs, the reads sent together (provider.together).
-        inventory, lbs, claim_records, quota = self._read_everything()
+        inventory, load_balancers, claim_records, quota = self._read_everything()
         claims_before = claimed_names(claim_records)
 
         # 2. ownership gate: what is not ours is refused, and which claims go with the aliases; the names
         # whose targets are a load balancer's go to it (provider.loadbalancers), not to the ingress nodes.
-        gated = self._claims.gate(changes, inventory, claim_records, tagged=lbs.carriers().keys())
+        gated = self._claims.gate(changes, inventory, claim_records, tagged=load_balancers.carriers().keys())
         publish, withdraw, refused = gated.publish, gated.withdraw, gated.refused
-        carried_or_wanted = inventory.carriers().keys() | lbs.carriers().keys() | publish
-        homes, beside_plain_homes = self._routed_to_load_balancers(changes, publish, inventory, lbs, refused)
+        carried_or_wanted = inventory.carriers().keys() | load_balancers.carriers().keys() | publish
+        homes, beside_plain_homes = self._routed_to_load_balancers(
+            changes, publish, inventory, load_balancers, refused
+        )
         publish -= beside_plain_homes
 
         # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
@@ -300,7 +303,7 @@ class Applier:
         self._guard_removals(
             withdraw,
             publish,
-            merged_carriers(placement.current, lbs.carriers()),
+            merged_carriers(placement.current, load_balancers.carriers()),
             staying=inventory.frozen_carriers(),
         )
 
@@ -341,7 +344,7 @@ class Applier:
         # load balancer tags: a refused addition blocks its removals everywhere.
         kept = {r.label for r in plan.refusals if r.kind != "frozen"}
         tags = plan_tags(
-            lbs.carried(),
+            load_balancers.carried(),
             {label: homes.get(label, frozenset()) for label in (publish | withdraw) - kept},
             leaving=withdraw,
         )
@@ -352,7 +355,9 @@ class Applier:
         self._store_claims(upserts=stored, deletes=[], fence=fence)
 
         # 6. make writes, then 7. break writes (write_in_order), on load balancers and servers.
-        outcome = write_in_order(self._executor, plan.servers, fence, TagWrites(self._lbs, tags, lbs))
+        outcome = write_in_order(
+            self._executor, plan.servers, fence, TagWrites(self._lb_path, tags, load_balancers)
+        )
         landed_names = publications.landed(plan, outcome, context.options)
         context.published.written(landed_names, context.clock())
         landed_labels = {found for name in landed_names if (found := context.label_or_none(name))}
@@ -371,7 +376,7 @@ class Applier:
 
         # 9. bookkeeping: one summary line, what was written handed to the next read (it need not parse
         # it again), the servers to remember and the window stored, the answer.
-        carried_before = inventory.carriers().keys() | lbs.carriers().keys()
+        carried_before = inventory.carriers().keys() | load_balancers.carriers().keys()
         self._log_summary(
             plan,
             len(inventory.server_states()),
@@ -396,7 +401,7 @@ class Applier:
         )
         owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
         self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
-        self._finish(outcome, refused + outcome.tags.problems(lbs.named))
+        self._finish(outcome, refused + outcome.tags.problems(load_balancers.named))
 
     # -- 1. the writer lease ----------------------------------------------------------------
 
@@ -422,14 +427,14 @@ class Applier:
         looked up after, once the state store has said which they are (none, most loops)."""
         with Reads("apply") as reads:
             state_read = reads.start(self._state.load, upstream="kubernetes", what="webhook state")
-            lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
+            load_balancers_read = reads.start(self._lb_path.fresh, upstream="octavia", what="load balancers")
             claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
             quota = reads.start(
                 self._servers.max_metadata_items, upstream="nova", what="metadata quota", optional=True
             )
             listing = self._inventory.listing()  # the large one, here (provider.together: why)
         state_read.result()
-        return self._inventory.fresh(listing), lbs_read.result(), claims_read.result(), quota
+        return self._inventory.fresh(listing), load_balancers_read.result(), claims_read.result(), quota
 
     # -- 3. the removal guard ---------------------------------------------------------------
 
@@ -496,7 +501,7 @@ class Applier:
         changes: Changes,
         publish: Set[str],
         inventory: Inventory,
-        lbs: LoadBalancers,
+        load_balancers: LoadBalancers,
         refused: list[str],
     ) -> tuple[dict[str, frozenset[str]], set[str]]:
         """The names to publish on load balancers (name -> their ids), and those refused because LanDB
@@ -509,7 +514,7 @@ class Applier:
             label = context.label_or_none(endpoint.dns_name)
             return label if label in publish else None
 
-        homes = self._lbs.homes((*changes.create, *changes.update_new), lbs, published_label)
+        homes = self._lb_path.homes((*changes.create, *changes.update_new), load_balancers, published_label)
         plain = inventory.plain_aliases(context.options.dns_domain)
         blocked = {label for label in homes if label in plain}
         for label in sorted(blocked):

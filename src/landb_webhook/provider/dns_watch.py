@@ -57,7 +57,7 @@ class NameResolver(Protocol):
 
 
 @dataclass(frozen=True)
-class WatchOptions:
+class DnsWatchOptions:
     queries_per_second: float = 5.0
     recheck_period: float = 120.0
     sync_period: float = 900.0
@@ -101,7 +101,7 @@ class DnsWatch:
         self,
         published: PublicationLog,
         resolver: NameResolver,
-        options: WatchOptions,
+        options: DnsWatchOptions,
         *,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,

@@ -6,15 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from landb_webhook.backends import (
-    LoadBalancerStore,
-    NodeSource,
-    OwnershipStore,
-    ServerStore,
-    StateStore,
-    UpstreamError,
-    WriterLease,
-)
+from landb_webhook.backends import Ports, UpstreamError
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.apply import Applier
@@ -33,54 +25,39 @@ from landb_webhook.provider.records import RecordsView
 class LandbProvider:
     def __init__(
         self,
-        nodes: NodeSource,
-        servers: ServerStore,
-        ownership: OwnershipStore,
+        ports: Ports,
         options: ProviderOptions,
         metrics: Metrics,
         *,
         clock: Callable[[], float] = time.time,
-        writer_lease: WriterLease | None = None,
-        state: StateStore | None = None,
         published: PublicationLog | None = None,
-        load_balancers: LoadBalancerStore | None = None,
         events: NameEvents | None = None,
     ) -> None:
-        """``clock`` gives epoch seconds, compared with the API's timestamps for the grace period and
-        stamping the removal window; ``writer_lease`` None: this is the only replica, it always writes;
-        ``state`` None: what must survive a restart is kept in memory only; ``published``: where what is
-        published and when it was written is told (the DNS watcher reads it); ``load_balancers`` None:
-        every name is published on the ingress nodes (provider.loadbalancers); ``events``: where each
+        """``ports``: the backends (backends.Ports); ``clock`` gives epoch seconds, compared with the API's
+        timestamps for the grace period and stamping the removal window; ``published``: where what is
+        published and when it was written is told (the DNS watcher reads it); ``events``: where each
         name's transitions are told (provider.event_emitter), None: nowhere."""
-        self._nodes = nodes
-        self._servers = servers
+        self._ports = ports
         self._options = options
         context = Context(
             options, metrics, clock, published=published or PublicationLog(), events=events or NoEvents()
         )
-        kept = KeptState(state, options.removal_guard.window_seconds, context.published)
+        kept = KeptState(ports.state, options.removal_guard.window_seconds, context.published)
         inventory = InventoryReader(
-            nodes, servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for
+            ports.nodes, ports.servers, max_age=options.inventory_max_age, departed=kept.servers_to_look_for
         )
         claims = Claims(context)
-        lbs = LoadBalancerPath(
-            load_balancers,
+        lb_path = LoadBalancerPath(
+            ports.load_balancers,
             metrics,
             dns_domain=options.dns_domain,
             dry_run=options.dry_run,
             concurrency=options.write_concurrency,
             max_age=options.inventory_max_age,
         )
-        self._records = RecordsView(context, inventory, ownership, claims, lbs)
+        self._records = RecordsView(context, ports, inventory=inventory, claims=claims, lb_path=lb_path)
         self._applier = Applier(
-            context,
-            servers=servers,
-            ownership=ownership,
-            inventory=inventory,
-            claims=claims,
-            state=kept,
-            writer_lease=writer_lease,
-            lbs=lbs,
+            context, ports, inventory=inventory, claims=claims, state=kept, lb_path=lb_path
         )
 
     def domain_filter(self) -> DomainFilter:
@@ -88,12 +65,12 @@ class LandbProvider:
 
     def readiness(self) -> Readiness:
         try:
-            nodes = self._nodes.nodes()
+            nodes = self._ports.nodes.nodes()
         except UpstreamError as error:
             return Readiness(False, str(error))
         except Exception as error:  # not ready, whatever the reason
             return Readiness(False, f"node inventory unusable: {type(error).__name__}")
-        problem = self._servers.unavailable()
+        problem = self._ports.servers.unavailable()
         if problem is not None:
             return Readiness(False, f"OpenStack: {problem}")
         # Ready even when no node matches the ingress selector: unready, the webhook would leave its

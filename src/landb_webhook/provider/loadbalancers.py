@@ -142,22 +142,22 @@ class TagWrites:
 
     path: LoadBalancerPath
     plan: TagPlan
-    lbs: LoadBalancers
+    load_balancers: LoadBalancers
 
-    def make(self, fence: WriteFence) -> TagOutcome:
-        return self.path.run("make", self.plan.make_writes, self.lbs, fence)
+    def make_writes(self, fence: WriteFence) -> TagOutcome:
+        return self.path.run("make", self.plan.make_writes, self.load_balancers, fence)
 
-    def brk(self, unlanded: Set[str], fence: WriteFence) -> TagOutcome:
+    def break_writes(self, unlanded: Set[str], fence: WriteFence) -> TagOutcome:
         """The break writes, but for those removing a name whose addition elsewhere did not land."""
         held_back = tuple(write for write in self.plan.break_writes if unlanded & set(write.remove))
         for write in held_back:
             log.warning(
                 "removal held back until the new carriers are written",
-                load_balancer=self.lbs.named([write.load_balancer_id])[0],
+                load_balancer=self.load_balancers.named([write.load_balancer_id])[0],
                 aliases_kept=list(write.remove),
             )
         sent = [write for write in self.plan.break_writes if write not in held_back]
-        return TagOutcome(held_back=held_back).then(self.path.run("break", sent, self.lbs, fence))
+        return TagOutcome(held_back=held_back).then(self.path.run("break", sent, self.load_balancers, fence))
 
 
 class LoadBalancerPath:

@@ -16,7 +16,7 @@ from collections.abc import Sequence, Set
 
 import structlog
 
-from landb_webhook.backends import OwnershipStore
+from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.provider.claims import Claims
 from landb_webhook.provider.context import Context, node_names, nodes_holding
@@ -35,16 +35,18 @@ class RecordsView:
     def __init__(
         self,
         context: Context,
+        ports: Ports,
+        *,
         inventory: InventoryReader,
-        ownership: OwnershipStore,
         claims: Claims,
-        lbs: LoadBalancerPath,
+        lb_path: LoadBalancerPath,
     ) -> None:
-        """``lbs``: the names on load balancers (provider.loadbalancers)."""
+        """``ports``: the backends (it reads the claims); ``lb_path``: the names on load balancers
+        (provider.loadbalancers)."""
         self._context = context
-        self._lbs = lbs
+        self._lb_path = lb_path
         self._inventory = inventory
-        self._ownership = ownership
+        self._ownership = ports.ownership
         self._claims = claims
         self._verdicts: dict[str, Verdict] = {}
         """The verdicts the last Records saw, so a change of health is logged once."""
@@ -59,19 +61,23 @@ class RecordsView:
         context, metrics = self._context, self._context.metrics
         # The reads, sent together (provider.together): one round trip, not three one after the other.
         with Reads("records") as reads:
-            lbs_read = reads.start(self._lbs.fresh, upstream="octavia", what="load balancers")
+            load_balancers_read = reads.start(self._lb_path.fresh, upstream="octavia", what="load balancers")
             claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
             listing = self._inventory.listing()  # the large one, here (provider.together: why)
         inventory = self._inventory.fresh(listing)
-        lbs = lbs_read.result()
+        load_balancers = load_balancers_read.result()
         for node in inventory.unresolved_nodes():
             context.warn_once(node, "no Nova server found for this node; its aliases are not seen")
         found = inventory.carriers()
         carried = {context.dns_name(label): inventory.ips_of(ids) for label, ids in found.items()}
-        context.published.reported(self._lbs.carried(carried, lbs), context.clock(), self._lbs.tagged(lbs))
+        context.published.reported(
+            self._lb_path.carried(carried, load_balancers),
+            context.clock(),
+            self._lb_path.tagged(load_balancers),
+        )
         self._report_health(inventory)
         self._report_ingress_selector(inventory)
-        claims = self._claims.without_orphaned(claims_read.result(), {**lbs.carriers(), **found})
+        claims = self._claims.without_orphaned(claims_read.result(), {**load_balancers.carriers(), **found})
         hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(
             inventory
         )
@@ -80,8 +86,8 @@ class RecordsView:
             for label, ids in sorted(found.items())
             if label not in hidden
         ]
-        tagged_unowned = self._claims.unclaimed(lbs.carriers().keys(), claimed_names(claims))
-        aliases = self._lbs.records(aliases, lbs, unowned=tagged_unowned, hidden=hidden)
+        tagged_unowned = self._claims.unclaimed(load_balancers.carriers().keys(), claimed_names(claims))
+        aliases = self._lb_path.records(aliases, load_balancers, unowned=tagged_unowned, hidden=hidden)
         unowned = self._claims.unclaimed(found.keys(), claimed_names(claims))
         self._report_unowned(inventory, unowned - hidden)
         self._report_frozen_outside_ingress(inventory)
@@ -233,7 +239,7 @@ class RecordsView:
         """Rewrite the desired endpoints into exactly what Records will report once they are applied."""
         context = self._context
         inventory = self._inventory.recent()
-        lbs = self._lbs.recent()
+        load_balancers = self._lb_path.recent()
         placement = context.placement(inventory)
         found, frozen = inventory.carriers(), inventory.frozen_carriers()
         plain = inventory.plain_aliases(context.options.dns_domain)
@@ -253,7 +259,9 @@ class RecordsView:
                 )
                 context.drop(endpoint, reason, "plain_alias")
                 continue
-            on_load_balancers = self._lbs.adjusted(endpoint, lbs, inventory.ips_of(frozen.get(label, set())))
+            on_load_balancers = self._lb_path.adjusted(
+                endpoint, load_balancers, inventory.ips_of(frozen.get(label, set()))
+            )
             if on_load_balancers is not None:
                 aliases[label] = on_load_balancers
                 continue

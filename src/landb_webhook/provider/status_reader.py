@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from landb_webhook.backends import LoadBalancerStore, NodeSource, OwnershipStore, ServerStore, StateStore
+from landb_webhook.backends import Ports
 from landb_webhook.provider import departed
 from landb_webhook.provider.health import HealthPolicy
 from landb_webhook.provider.inventory import InventoryReader
@@ -17,25 +17,24 @@ from landb_webhook.provider.txt_registry import claimed_names
 
 
 def read_status(
-    nodes: NodeSource,
-    servers: ServerStore,
-    ownership: OwnershipStore,
+    ports: Ports,
     *,
     domain: str,
     health: HealthPolicy = DEFAULT_HEALTH,
-    state: StateStore | None = None,
-    load_balancers: LoadBalancerStore | None = None,
     registry: str = "txt",
+    departed_servers: bool = True,
 ) -> ClusterStatus:
-    """Read the cluster, the cloud, the claims, the servers of departed nodes the webhook remembers in
-    ``state`` and the project's load balancers (never writing) and analyse them."""
+    """Read the cluster, the cloud, the claims, (``departed_servers``) the servers of departed nodes the
+    webhook remembers in ``ports.state`` and the project's load balancers (never writing) and analyse
+    them."""
+    state = ports.state if departed_servers else None
     remembered = departed.from_state(state.load()) if state is not None else {}
-    inventory = InventoryReader(nodes, servers, max_age=0, departed=remembered.values).fresh()
-    claims = list(ownership.records())
-    found = analyse(inventory, claims, domain=domain, quota=servers.max_metadata_items(), health=health)
-    if load_balancers is None:
+    inventory = InventoryReader(ports.nodes, ports.servers, max_age=0, departed=remembered.values).fresh()
+    claims = list(ports.ownership.records())
+    found = analyse(inventory, claims, domain=domain, quota=ports.servers.max_metadata_items(), health=health)
+    if ports.load_balancers is None:
         return found
     tagged = tagged_load_balancers(
-        load_balancers.load_balancers(), claimed_names(claims), domain=domain, registry=registry
+        ports.load_balancers.load_balancers(), claimed_names(claims), domain=domain, registry=registry
     )
     return replace(found, load_balancers=tagged)
