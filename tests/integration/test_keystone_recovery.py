@@ -18,7 +18,7 @@ import pytest
 
 from e2e.e2e_support import WebhookProcess, http_get, simulator_settings
 from landb_simulator import ClientConfig, Simulator, seed_cluster
-from landb_webhook.adapters.authlock import AuthenticationLock
+from landb_webhook.adapters.authlock import AuthenticationLock, authentication_lock
 from landb_webhook.adapters.openstack import AUTHENTICATION_REQUESTS, OpenStackServerStore
 from landb_webhook.backends import UpstreamError
 from landb_webhook.deadline import answering_by
@@ -127,8 +127,8 @@ def test_a_connection_whose_authentication_is_stuck_is_replaced(
         clock=clock.monotonic, sleep=clock.sleep, timeout=1.0, budget=2.0, limits_ttl=0.0
     )
     assert finishes(store.max_metadata_items) == 128
-    wedged = store._connection()
-    lock = wedged.session.auth._lock
+    wedged = store.connection()
+    lock = authentication_lock(wedged.session.auth)
     assert isinstance(lock, AuthenticationLock)
 
     # A thread stuck inside keystoneauth, holding its lock, as a blocked library call would.
@@ -148,7 +148,7 @@ def test_a_connection_whose_authentication_is_stuck_is_replaced(
     try:
         # Finds the holder stuck: does not wait for it, connects afresh and authenticates again.
         assert finishes(store.max_metadata_items) == 128
-        assert store._connection() is not wedged
+        assert store.connection() is not wedged
         tokens = [call for call in state.api_calls("keystone") if call.method == "POST"]
         assert len(tokens) == tokens_before + 1  # the fresh connection authenticated once
     finally:

@@ -229,7 +229,7 @@ def test_room_a_withdrawal_frees_serves_the_creations_of_the_same_apply(make_clu
     cluster.loop()  # one apply: it refused four of the six (no key left for them) before
 
     assert set(cluster.aliases(node)) == {name.removesuffix(".cern.ch") for name in (*old[:6], *new)}
-    assert cluster.metrics.refused_changes_total.labels(reason="plan")._value.get() == 0
+    assert counted(cluster.metrics, "refused_changes_total", reason="plan") == 0
 
 
 def test_a_cluster_over_its_quota_gets_what_fits_and_one_line_per_alias_and_per_node(

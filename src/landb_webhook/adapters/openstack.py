@@ -62,7 +62,12 @@ import structlog
 from keystoneauth1 import exceptions as ksa_exceptions
 
 from landb_webhook.adapters import cloudconf
-from landb_webhook.adapters.authlock import AuthenticationBusy, AuthenticationLock
+from landb_webhook.adapters.authlock import (
+    PLUGIN_LOCK,
+    AuthenticationBusy,
+    AuthenticationLock,
+    authentication_lock,
+)
 from landb_webhook.adapters.retry import (
     Failure,
     RetryPolicy,
@@ -376,6 +381,11 @@ class OpenStackServerStore:
         if batch:
             yield batch
 
+    def connection(self) -> openstack.connection.Connection:
+        """The connection the next call uses, made on its first use (one per adapter until it is found
+        wedged, adapters.authlock): public for the tests that wedge its authentication."""
+        return self._connection()
+
     def _connection(self) -> openstack.connection.Connection:
         with self._lock:
             if self._conn is None:
@@ -399,17 +409,16 @@ class OpenStackServerStore:
     def _guard_authentication(self, conn: openstack.connection.Connection) -> None:
         """Put an AuthenticationLock in place of the auth plugin's own lock (adapters.authlock)."""
         plugin = conn.session.auth
-        if not isinstance(getattr(plugin, "_lock", None), _PLAIN_LOCK):
+        if not isinstance(getattr(plugin, PLUGIN_LOCK, None), _PLAIN_LOCK):
             log.warning(
                 "keystoneauth's plugin lock not found: a 401 on Keystone's version document may block "
                 "authentication until the process is restarted",
                 plugin=type(plugin).__name__,
             )
             return
-        # keystoneauth's own attribute: the guard tests fail if a release renames or drops it.
-        setattr(  # noqa: B010
+        setattr(
             plugin,
-            "_lock",
+            PLUGIN_LOCK,
             AuthenticationLock(
                 self._budget, wedged_after=AUTHENTICATION_REQUESTS * self._timeout, clock=self._clock
             ),
@@ -418,8 +427,8 @@ class OpenStackServerStore:
     def _forget_if_wedged(self, conn: openstack.connection.Connection) -> None:
         """Drop ``conn`` when its authentication has been held longer than any real one takes: the next
         attempt connects afresh instead of queueing behind a thread that will not come back."""
-        lock = getattr(conn.session.auth, "_lock", None)
-        if not isinstance(lock, AuthenticationLock) or not lock.wedged():
+        lock = authentication_lock(conn.session.auth)
+        if lock is None or not lock.wedged():
             return
         with self._lock:
             if self._conn is not conn:
