@@ -2,7 +2,7 @@
 
 A fresh machine spends most of a CI run building external-dns, helm, etcd and kube-apiserver from the Go
 module proxy. .ci/run starts ``scripts/build-tools.sh`` (niced) in the background and announces it by
-exporting ``LANDB_TOOL_BUILDS``, the builder's status directory, before it runs ``make test``; then:
+exporting ``TEST_TOOL_BUILDS``, the builder's status directory, before it runs ``make test``; then:
 
 - the tests are ordered so that those needing no tool run first, and the others in the order the builder
   builds what they need (:data:`STEPS`): ``order_by_tool_builds``, called from tests/conftest.py;
@@ -18,7 +18,7 @@ The status directory, as scripts/build-tools.sh writes it:
 | ``<step>.ok``       | when it succeeded (renamed in whole) | how long it took                           |
 | ``<step>.failed``   | when it failed (renamed in whole)    | its exit status and time; its last lines   |
 
-Without ``LANDB_TOOL_BUILDS`` (a developer's ``make test``) nothing waits: a missing tool skips its tests
+Without ``TEST_TOOL_BUILDS`` (a developer's ``make test``) nothing waits: a missing tool skips its tests
 with the reason and how to build it, as before.
 """
 
@@ -31,7 +31,9 @@ from pathlib import Path
 
 import pytest
 
-STATUS_DIR_VARIABLE = "LANDB_TOOL_BUILDS"
+STATUS_DIR_VARIABLE = "TEST_TOOL_BUILDS"
+"""Not ``LANDB_``-prefixed: the webhook and the simulator refuse an unknown ``LANDB_*`` variable (exit 2), and
+every process the tests start inherits this one."""
 
 STEPS = ("e2e-tools", "kube-tools", "deploy-tools")
 """The Makefile targets scripts/build-tools.sh runs, in its order. external-dns first: its 20 e2e tests are

@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from landb_webhook.config import unknown_variables
 from support.tool_builds import POLL_INTERVAL, STATUS_DIR_VARIABLE, STEPS, await_tool_build, describe_builds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -280,3 +281,9 @@ def test_a_test_needing_a_tool_whose_build_failed_is_skipped_with_the_failure(
             r"the background build of (\S+) failed: make \1 exited 2 after 1 s\n\1 broke", skipped
         )
         assert step is not None and step[1] in used, (test_id, skipped)
+
+
+def test_the_variable_announcing_the_builds_is_no_setting_the_programs_would_refuse() -> None:
+    """Every process the tests start (serve, the simulator, the demo, the image's smoke run) inherits it;
+    a ``LANDB_*`` name that sets nothing stops each of them with exit 2 (config.unknown_variables)."""
+    assert unknown_variables({STATUS_DIR_VARIABLE: "/tmp/tool-builds"}) == []
