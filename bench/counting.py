@@ -83,6 +83,37 @@ class CallCounts:
         return self.nova_reads + self.nova_writes + self.keystone + self.kubernetes
 
 
+def request_rounds(calls: Iterable[ApiCall]) -> int:
+    """The fewest round trips an apply's requests other than its metadata writes take when the reads of a
+    phase go out together (provider.together), as the design has them:
+
+    - the reads an apply plans on (Nova's listing, the metadata quota, the state and the claims) are one
+      round, as long as the longest chain in it: the pages of Nova's listing, each needing the one before;
+    - every other request is a round of its own: a Keystone token (needed before anything), a Nova read
+      that is neither the listing nor the quota (a departed server looked up once the state said which,
+      an API version document), and every Kubernetes write (the claims stored before the first alias is
+      written and dropped after the last, the state ConfigMap after the writes).
+
+    The writer Lease and the opening of a watch are not an apply's requests."""
+    listing_pages = 0
+    together = False
+    alone = 0
+    for call in calls:
+        if is_metadata_write(call) or is_lease(call) or is_watch(call):
+            continue
+        if (
+            call.api == "nova"
+            and call.method == "GET"
+            and call.path.endswith(("/servers", "/servers/detail"))
+        ):
+            listing_pages += 1
+        elif call.method == "GET" and (call.api == "kubernetes" or call.path.endswith("/limits")):
+            together = True
+        elif call.api in {"nova", "keystone", "kubernetes"}:
+            alone += 1
+    return max(listing_pages, 1 if together else 0) + alone
+
+
 def keys_rewritten(before: Mapping[str, Metadata], history: Sequence[MetadataChange]) -> int:
     """``landb-alias*`` keys whose value a write changed or removed, summed over the writes in
     ``history``; ``before`` is every server's metadata when the history starts."""
@@ -195,10 +226,18 @@ class ServerWrites:
 
 @dataclass(frozen=True)
 class ApplyWrites:
-    """The metadata writes of one apply, by make-before-break phase: the phases cannot overlap."""
+    """The metadata writes of one apply, by phase: the phases cannot overlap (leave, then make before
+    break: provider.apply)."""
 
     make: tuple[ServerWrites, ...] = ()
     brk: tuple[ServerWrites, ...] = ()
+    leave: tuple[ServerWrites, ...] = ()
+    """Writes before the first make write that add nothing: the removals of aliases leaving DNS, written
+    first so that the room they free serves the apply's additions."""
+
+    @property
+    def phases(self) -> tuple[tuple[ServerWrites, ...], ...]:
+        return (self.leave, self.make, self.brk)
 
 
 def _tokens(metadata: Metadata) -> set[str]:
@@ -206,24 +245,30 @@ def _tokens(metadata: Metadata) -> set[str]:
 
 
 def apply_writes(before: Mapping[str, Metadata], history: Sequence[MetadataChange]) -> ApplyWrites:
-    """Split the writes in ``history`` into make and break phases, per server.
+    """Split the writes in ``history`` into leave, make and break phases, per server.
 
-    A make write only adds tokens the server did not hold; a break write adds none (it removes tokens,
-    or moves a kept one out of a key about to be deleted), and every DELETE is a break write.
+    A make write adds tokens the server did not hold; the others add none (they remove tokens, or move a
+    kept one out of a key about to be deleted), and every DELETE is one of them: a leave write before the
+    first make write, a break write after it (phases end before the next starts, so the order the writes
+    landed in tells them apart). An apply that adds nothing has break writes only.
     """
     current = {server: dict(metadata) for server, metadata in before.items()}
-    phases: dict[str, dict[str, list[int]]] = {"make": {}, "brk": {}}
+    phases: dict[str, dict[str, list[int]]] = {"leave": {}, "make": {}, "brk": {}}
+    made = False
     for change in history:
         if change.method == "direct":
             continue
         old = current.get(change.server_id, {})
-        adds = bool(_tokens(change.metadata) - _tokens(old))
-        phase = "make" if change.method != "DELETE" and adds else "brk"
+        adds = change.method != "DELETE" and bool(_tokens(change.metadata) - _tokens(old))
+        made = made or adds
+        phase = "make" if adds else "brk" if made else "leave"
         counts = phases[phase].setdefault(change.server_id, [0, 0])
         counts[change.method == "DELETE"] += 1
         current[change.server_id] = dict(change.metadata)
-    make, brk = (tuple(ServerWrites(*c) for c in phases[p].values()) for p in ("make", "brk"))
-    return ApplyWrites(make=make, brk=brk)
+    if not phases["make"]:
+        phases["leave"], phases["brk"] = {}, phases["leave"]
+    leave, make, brk = (tuple(ServerWrites(*c) for c in phases[p].values()) for p in ("leave", "make", "brk"))
+    return ApplyWrites(make=make, brk=brk, leave=leave)
 
 
 def phase_rounds(servers: Sequence[ServerWrites], concurrency: int) -> int:

@@ -30,6 +30,7 @@ from bench.counting import (
     minimum_reads,
     phase_rounds,
     renumbered,
+    request_rounds,
 )
 from bench.scenarios import CLUSTER, EVENTS, Config, alias_names, extra_alias
 from bench.strategies import OURS, Endpoints
@@ -42,6 +43,8 @@ from landb_webhook.webhook import wire
 
 OWNER = "paas-prod"
 CALLS = ("records", "adjust", "apply")
+"""An external-dns loop's calls; after them the benchmark waits for the loop's Kubernetes Events
+(``events``: their requests count in the loop's, their time does not, as they are off the request path)."""
 SYNC_TIMEOUT = 30.0
 
 
@@ -63,6 +66,8 @@ class Cell:
     minimum_reads: int
     writes: ApplyWrites
     apply_error: str | None = None
+    apply_rounds: int = 0
+    """Round trips of ApplyChanges' requests other than metadata writes (counting.request_rounds)."""
     apply_body_bytes: int = 0
     """The ApplyChanges body external-dns' plan sent (0: no apply); over LANDB_MAX_REQUEST_BODY the sidecar
     answers 503 (the benchmark calls the provider directly, so it is measured here, not refused)."""
@@ -91,18 +96,14 @@ class Cell:
     @property
     def apply_bound(self) -> float | None:
         """ApplyChanges' wall time if every request it made took exactly the injected latency and nothing
-        else: its reads and Kubernetes requests one after the other (each needs the one before; the writer
-        Lease's background renewals are not its requests), then
-        the make phase and the break phase one after the other (make-before-break), each phase
-        ``concurrency`` requests at a time with a server's DELETEs after its POST."""
-        calls = self.calls.get("apply")
-        if calls is None:
+        else: its requests other than metadata writes in ``apply_rounds`` round trips (the reads of a phase
+        together: counting.request_rounds), then its leave, make and break phases one after the other
+        (counting.apply_writes), each ``concurrency`` requests at a time with a server's DELETEs after its
+        POST."""
+        if "apply" not in self.calls:
             return None
-        sequential = calls.total - calls.nova_writes  # the Lease's renewals are counted apart
-        rounds = phase_rounds(self.writes.make, self.concurrency) + phase_rounds(
-            self.writes.brk, self.concurrency
-        )
-        return self.latency * (sequential + rounds)
+        rounds = sum(phase_rounds(phase, self.concurrency) for phase in self.writes.phases)
+        return self.latency * (self.apply_rounds + rounds)
 
 
 @dataclass
@@ -116,7 +117,11 @@ class _Worker:
     _process: Any = field(init=False)
 
     def __post_init__(self) -> None:
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context("forkserver")
+        # Forked from a server that imported only the worker (bench.production first), not this
+        # benchmark's main module: spawned, the worker re-imported it, and with it the simulator
+        # (~14 MB of its peak RSS that the sidecar never has).
+        context.set_forkserver_preload(["bench.production", "bench.worker"])
         self._conn, child = context.Pipe()
         self._process = context.Process(
             target=worker.serve, args=(child, self.kind, self.where, self.environment), daemon=True
@@ -260,10 +265,13 @@ def _loop(
     calls: dict[str, CallCounts] = {}
     timings: dict[str, Timing] = {}
 
+    rounds: dict[str, int] = {}
+
     def call(name: str, body: bytes | None = None) -> Any:
         state.reset_api_calls()
         result, timings[name] = strategy.call(name, body)
         calls[name] = CallCounts.of(state.api_calls())
+        rounds[name] = request_rounds(state.api_calls())
         return result
 
     current = wire.decode_endpoints(call("records"))
@@ -271,6 +279,7 @@ def _loop(
     changes = plan(current, adjusted, owner=OWNER).changes
     body = b"" if changes == Changes() else wire.encode_changes(changes)
     error = call("apply", body) if body else None
+    call("events")  # the Kubernetes Events the loop told, written: their requests count here
     after = _snapshot(state)
     history = state.metadata_history()
     return Cell(
@@ -288,6 +297,7 @@ def _loop(
         minimum_reads=minimum_reads(config.cluster_nodes),
         writes=apply_writes(before, history),
         apply_error=error,
+        apply_rounds=rounds.get("apply", 0),
         apply_body_bytes=len(body),
     )
 

@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.counting import CallCounts
 from bench.measure import Cell
 from bench.quota import Headroom
 from bench.scenarios import EVENTS, HEADLINE, Config
@@ -166,7 +165,7 @@ def cell_table(cells: Sequence[Cell], config: Config) -> list[str]:
             state += f"; apply: {cell.apply_error[:60]}"
         rows.append(
             f"| {cell.event} | {cell.strategy} | {counts.nova_reads} | {counts.nova_writes} "
-            f"({cell.minimum.writes}) | {counts.keystone} | {_kubernetes(counts)} | {cell.keys} "
+            f"({cell.minimum.writes}) | {counts.keystone} | {_kubernetes(cell)} | {cell.keys} "
             f"({cell.minimum.keys}) | {cell.renumbered} | {_ms(cell.wall('records'))} | "
             f"{_ms(cell.wall('adjust'))} | {apply} | {_ms(cell.read_cpu)} | {cell.peak_rss_mb:.0f} "
             f"| {state} |"
@@ -174,10 +173,14 @@ def cell_table(cells: Sequence[Cell], config: Config) -> list[str]:
     return rows
 
 
-def _kubernetes(counts: CallCounts) -> str:
-    """Requests, then what fell in the loop's window on a clock of its own: watch streams opened (each
-    cache renews its watch every minute) and writer Lease requests (a renewal every 2 s)."""
-    extra = [f"+{n} {what}" for n, what in ((counts.watches, "watch"), (counts.leases, "lease")) if n]
+def _kubernetes(cell: Cell) -> str:
+    """Requests (how many of them the loop's Kubernetes Events made), then what fell in the loop's window
+    on a clock of its own: watch streams opened (each cache renews its watch every minute) and writer
+    Lease requests (a renewal every 2 s)."""
+    counts = cell.counts
+    events = cell.calls["events"].kubernetes if "events" in cell.calls else 0
+    extra = [f"{events} events"] if events else []
+    extra += [f"+{n} {what}" for n, what in ((counts.watches, "watch"), (counts.leases, "lease")) if n]
     return f"{counts.kubernetes} ({', '.join(extra)})" if extra else str(counts.kubernetes)
 
 

@@ -71,6 +71,10 @@ class Strategy(Protocol):
         """The ingress nodes the strategy would use now (to wait for a watch to catch up)."""
         ...
 
+    def events_written(self) -> bool:
+        """Every Kubernetes Event told so far has been written (true for a strategy that writes none)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -100,6 +104,9 @@ class Ours:
 
     def ingress_names(self) -> set[str]:
         return {node.name for node in self._resources.nodes.nodes() if node.is_ingress}
+
+    def events_written(self) -> bool:
+        return self._resources.events is None or self._resources.events.idle()
 
     def close(self) -> None:
         self._resources.close()
@@ -158,6 +165,9 @@ class Positional:
     def _state(self) -> tuple[list[_IngressNode], dict[str, Server]]:
         nodes = self._ingress()
         return nodes, self._lookup(self._conn, [node.name for node in nodes])
+
+    def events_written(self) -> bool:
+        return True
 
     def ingress_names(self) -> set[str]:
         return {node.name for node in self._ingress()}

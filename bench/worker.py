@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from bench.strategies import Endpoints, build
+from bench.strategies import Endpoints, Strategy, build
 from landb_webhook.embedding import freeze_startup_objects
 from landb_webhook.logs import configure_logging
 from landb_webhook.webhook import wire
@@ -32,6 +32,8 @@ PROFILE_DIR = "LANDB_BENCH_PROFILE"
 """Set to a directory: each measured call's profile (this thread's, cProfile) is written there as
 ``<n>-<command>.prof``, for ``python -m pstats`` or snakeviz. It slows the calls it profiles."""
 _calls = itertools.count(1)
+EVENTS_TIMEOUT = 300.0
+"""At most: a first publish of 1,000 names tells 1,000 events, ~90 s at the emitter's default rate."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, 
             "adjust", lambda: wire.encode_endpoints(strategy.adjust_endpoints(wire.decode_endpoints(body)))
         ),
         "apply": lambda body: measured("apply", lambda: _apply(strategy.apply_changes, body)),
+        "events": lambda _: measured("events", lambda: _events_written(strategy)),
         "ingress": lambda _: strategy.ingress_names(),
     }
     try:
@@ -118,6 +121,16 @@ def serve(conn: Connection, kind: str, where: Endpoints, environment: dict[str, 
                 conn.send((False, traceback.format_exc()))
     finally:
         strategy.close()
+
+
+def _events_written(strategy: Strategy) -> None:
+    """Wait until the Kubernetes Events the loop told have been written (their requests then count
+    against the loop that caused them, not against a later one); the emitter writes ~10 a second."""
+    deadline = time.monotonic() + EVENTS_TIMEOUT
+    while not strategy.events_written():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the events told were not written within {EVENTS_TIMEOUT:.0f} s")
+        time.sleep(0.01)
 
 
 def _apply(apply: Callable[[Any], None], body: bytes) -> str | None:

@@ -16,10 +16,11 @@ from bench.counting import (
     minimum_for,
     minimum_writes,
     phase_rounds,
+    request_rounds,
 )
 from kubernetes import client
 
-from landb_simulator import MetadataChange, Simulator, seed_cluster
+from landb_simulator import ApiCall, MetadataChange, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.backends import Node
@@ -109,6 +110,51 @@ def test_writes_are_split_into_make_and_break_phases_per_server() -> None:
     # A token moved out of a key about to be deleted adds nothing new: still a break write.
     moved = {"landb-alias": "app--load-0-,db--load-0-", "landb-alias2": "db--load-0-"}
     assert apply_writes(before, [MetadataChange(1, "a", "POST", None, moved)]).brk == (ServerWrites(1, 0),)
+
+
+def test_writes_before_the_first_make_write_are_the_leave_phase() -> None:
+    before = {"a": {"landb-alias": "old--load-0-,app--load-0-"}, "b": {"landb-alias": "gone--load-0-"}}
+    history = [
+        # old leaves DNS from a, gone from b (its key deleted): the leave phase, before any addition.
+        MetadataChange(1, "a", "POST", None, {"landb-alias": "app--load-0-"}),
+        MetadataChange(2, "b", "DELETE", "landb-alias", {}),
+        # b gains app, then a lets it go: make, then break.
+        MetadataChange(3, "b", "POST", None, {"landb-alias": "app--load-1-"}),
+        MetadataChange(4, "a", "DELETE", "landb-alias", {}),
+    ]
+    writes = apply_writes(before, history)
+    assert writes == ApplyWrites(
+        leave=(ServerWrites(1, 0), ServerWrites(0, 1)), make=(ServerWrites(1, 0),), brk=(ServerWrites(0, 1),)
+    )
+    assert [phase_rounds(phase, 4) for phase in writes.phases] == [1, 1, 1]
+    # Without a make write, removals are one phase: the break phase.
+    assert apply_writes(before, history[:2]) == ApplyWrites(brk=(ServerWrites(1, 0), ServerWrites(0, 1)))
+
+
+def test_the_reads_of_an_apply_are_one_round_as_long_as_nova_s_listing() -> None:
+    nova = "/compute/v2.1"
+    reads = [
+        ApiCall("kubernetes", "GET", "/api/v1/namespaces/default/configmaps/state", 200),
+        ApiCall("kubernetes", "GET", "/api/v1/namespaces/default/configmaps", 200),
+        ApiCall("nova", "GET", f"{nova}/limits", 200),
+        ApiCall("nova", "GET", f"{nova}/servers/detail", 200, "name=a"),
+    ]
+    assert request_rounds(reads) == 1
+    # A second page of the listing needs the first: two rounds, the other reads beside the first.
+    assert request_rounds([*reads, ApiCall("nova", "GET", f"{nova}/servers/detail", 200, "marker=x")]) == 2
+    # A token, a departed server looked up, and each Kubernetes write are rounds of their own; metadata
+    # writes (counted by phase), the Lease and a watch are not counted here.
+    others = [
+        ApiCall("keystone", "POST", "/identity/v3/auth/tokens", 201),
+        ApiCall("nova", "GET", f"{nova}/servers/s-1", 200),
+        ApiCall("kubernetes", "PUT", "/api/v1/namespaces/default/configmaps/claims", 200),
+        ApiCall("kubernetes", "PUT", "/api/v1/namespaces/default/configmaps/state", 200),
+        ApiCall("nova", "POST", f"{nova}/servers/s-2/metadata", 200),
+        ApiCall("kubernetes", "PUT", "/apis/coordination.k8s.io/v1/namespaces/default/leases/w", 200),
+        ApiCall("kubernetes", "GET", "/api/v1/nodes", 200, "watch=true"),
+    ]
+    assert request_rounds([*reads, *others]) == 1 + 4
+    assert request_rounds([]) == 0
 
 
 def test_phase_rounds_count_a_servers_deletes_after_its_post() -> None:

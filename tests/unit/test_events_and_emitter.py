@@ -319,3 +319,21 @@ def test_a_name_no_object_asks_for_makes_no_event() -> None:
     emitter.tell(NameChange("crd.cern.ch", "written", "3 nodes"), [asking("crd.cern.ch", "crd/ns/x")])
     assert emitter.step() is None
     assert sink.written == []
+
+
+def test_the_emitter_is_idle_only_once_every_event_told_has_been_written() -> None:
+    clock, metrics = FakeTime(), Metrics.create()
+    seen_while_writing: list[bool] = []
+
+    class WatchingSink(RecordingSink):
+        def write(self, event: KubeEvent) -> None:
+            seen_while_writing.append(emitter.idle())  # nothing waits any more, but this one is not written
+            super().write(event)
+
+    emitter = EventEmitter(WatchingSink(clock), metrics, clock=clock.time, monotonic=clock.monotonic)
+    assert emitter.idle()
+    emitter.tell(NameChange("myapp.cern.ch", "written", "3 nodes"), [asking("myapp.cern.ch")])
+    assert not emitter.idle()
+    drain(emitter, clock)
+    assert seen_while_writing == [False]
+    assert emitter.idle()

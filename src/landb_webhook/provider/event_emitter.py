@@ -107,6 +107,7 @@ class EventEmitter:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._waiting: OrderedDict[tuple[ObjectRef, str], EventIntent] = OrderedDict()
+        self._writing = False
         self._sources = SourceIndex()
         self._ledger = EventLedger()
         """Used by the sending side only (one thread, or a test's steps)."""
@@ -146,6 +147,12 @@ class EventEmitter:
         with self._lock:
             return len(self._waiting)
 
+    def idle(self) -> bool:
+        """Nothing waits and nothing is being written: every event told so far has had its requests (the
+        benchmark waits for it, to count them against the loop that told them)."""
+        with self._lock:
+            return not self._waiting and not self._writing
+
     def _enqueue(self, told: EventIntent) -> None:
         if told.key in self._waiting:
             self._metrics.events_total.labels(result="superseded").inc()
@@ -166,10 +173,15 @@ class EventEmitter:
                 if (wait := self._bucket.wait(self._monotonic())) > 0:
                     return wait
                 _, told = self._waiting.popitem(last=False)
-            event = self._ledger.record(told, self._clock())
-            if event is not None:  # a repeat counted for a later series update costs no token
-                self._bucket.take(self._monotonic())
-                self._write(told, event)
+                self._writing = True
+            try:
+                event = self._ledger.record(told, self._clock())
+                if event is not None:  # a repeat counted for a later series update costs no token
+                    self._bucket.take(self._monotonic())
+                    self._write(told, event)
+            finally:
+                with self._lock:
+                    self._writing = False
 
     def _write(self, told: EventIntent, event: KubeEvent) -> None:
         try:
