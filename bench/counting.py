@@ -83,24 +83,36 @@ class CallCounts:
         return self.nova_reads + self.nova_writes + self.keystone + self.kubernetes
 
 
-def request_rounds(calls: Iterable[ApiCall]) -> int:
-    """The fewest round trips an apply's requests other than its metadata writes take when the reads of a
-    phase go out together (provider.together), as the design has them:
+def is_event_request(call: ApiCall) -> bool:
+    """The event emitter's: it reads the Ingress or Service a name belongs to and writes its Event, on its
+    own thread, off the request path (provider.event_emitter)."""
+    return call.api == "kubernetes" and any(
+        part in call.path for part in ("/events", "/ingresses/", "/services/")
+    )
+
+
+def request_rounds(calls: Sequence[ApiCall]) -> int:
+    """The fewest round trips an apply's requests other than its metadata writes take when the requests of
+    a phase go out together (provider.together), as the design has them:
 
     - the reads an apply plans on (Nova's listing, the metadata quota, the state and the claims) are one
       round, as long as the longest chain in it: the pages of Nova's listing, each needing the one before;
+    - the Kubernetes writes after the metadata writes (the claims dropped, the state stored) are one round;
     - every other request is a round of its own: a Keystone token (needed before anything), a Nova read
       that is neither the listing nor the quota (a departed server looked up once the state said which,
-      an API version document), and every Kubernetes write (the claims stored before the first alias is
-      written and dropped after the last, the state ConfigMap after the writes).
+      an API version document), a Kubernetes write before the metadata writes (the claims stored).
 
-    The writer Lease and the opening of a watch are not an apply's requests."""
+    ``calls`` in the order they were answered. The writer Lease, the opening of a watch and the event
+    emitter's requests are not an apply's."""
+    first_write = next((i for i, call in enumerate(calls) if is_metadata_write(call)), len(calls))
     listing_pages = 0
-    together = False
+    reads_together = writes_after = False
     alone = 0
-    for call in calls:
-        if is_metadata_write(call) or is_lease(call) or is_watch(call):
+    for position, call in enumerate(calls):
+        if is_metadata_write(call) or is_lease(call) or is_watch(call) or is_event_request(call):
             continue
+        if call.api not in {"nova", "keystone", "kubernetes"}:
+            continue  # Octavia and Neutron: no latency injected, not counted (CallCounts)
         if (
             call.api == "nova"
             and call.method == "GET"
@@ -108,10 +120,12 @@ def request_rounds(calls: Iterable[ApiCall]) -> int:
         ):
             listing_pages += 1
         elif call.method == "GET" and (call.api == "kubernetes" or call.path.endswith("/limits")):
-            together = True
-        elif call.api in {"nova", "keystone", "kubernetes"}:
+            reads_together = True
+        elif call.api == "kubernetes" and position > first_write:
+            writes_after = True
+        else:
             alone += 1
-    return max(listing_pages, 1 if together else 0) + alone
+    return max(listing_pages, int(reads_together)) + int(writes_after) + alone
 
 
 def keys_rewritten(before: Mapping[str, Metadata], history: Sequence[MetadataChange]) -> int:

@@ -142,18 +142,24 @@ def test_the_reads_of_an_apply_are_one_round_as_long_as_nova_s_listing() -> None
     assert request_rounds(reads) == 1
     # A second page of the listing needs the first: two rounds, the other reads beside the first.
     assert request_rounds([*reads, ApiCall("nova", "GET", f"{nova}/servers/detail", 200, "marker=x")]) == 2
-    # A token, a departed server looked up, and each Kubernetes write are rounds of their own; metadata
-    # writes (counted by phase), the Lease and a watch are not counted here.
+    # A token, a departed server looked up and the claims stored before the metadata writes are rounds
+    # of their own; the Kubernetes writes after the metadata writes (the claims dropped, the state) are
+    # one round together; the metadata writes (counted by phase), the Lease, a watch and the event
+    # emitter's requests are not counted here.
+    claims = "/api/v1/namespaces/default/configmaps/claims"
     others = [
         ApiCall("keystone", "POST", "/identity/v3/auth/tokens", 201),
         ApiCall("nova", "GET", f"{nova}/servers/s-1", 200),
-        ApiCall("kubernetes", "PUT", "/api/v1/namespaces/default/configmaps/claims", 200),
-        ApiCall("kubernetes", "PUT", "/api/v1/namespaces/default/configmaps/state", 200),
+        ApiCall("kubernetes", "PUT", claims, 200),
         ApiCall("nova", "POST", f"{nova}/servers/s-2/metadata", 200),
+        ApiCall("kubernetes", "PUT", claims, 200),
+        ApiCall("kubernetes", "PUT", "/api/v1/namespaces/default/configmaps/state", 200),
         ApiCall("kubernetes", "PUT", "/apis/coordination.k8s.io/v1/namespaces/default/leases/w", 200),
         ApiCall("kubernetes", "GET", "/api/v1/nodes", 200, "watch=true"),
+        ApiCall("kubernetes", "GET", "/apis/networking.k8s.io/v1/namespaces/web/ingresses/app", 200),
+        ApiCall("kubernetes", "POST", "/apis/events.k8s.io/v1/namespaces/web/events", 201),
     ]
-    assert request_rounds([*reads, *others]) == 1 + 4
+    assert request_rounds([*reads, *others]) == 1 + 3 + 1
     assert request_rounds([]) == 0
 
 

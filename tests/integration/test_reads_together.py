@@ -1,6 +1,7 @@
-"""The reads of one phase go out together (provider.together): an apply's state ConfigMap, servers, load
+"""The requests of one phase go out together (provider.together): an apply's state ConfigMap, servers, load
 balancers, claims and metadata quota, and Records' servers, load balancers and claims, are in flight at
-the same time: one round trip each, not one per read.
+the same time: one round trip each, not one per read; after its writes, an apply drops the claims and
+stores the state together.
 
 Each read of the real adapters (over HTTP, against the simulator) is made to wait, while the check is
 armed, until as many reads as the phase has are in flight at once. Reads sent one after the other never
@@ -95,3 +96,22 @@ def test_records_sends_its_three_reads_together(make_cluster: Any, rendezvous: R
         "OpenStackServerStore.servers_for",
     ]
     assert "app.cern.ch" in {e.dns_name for e in records}
+
+
+def test_after_its_writes_an_apply_drops_the_claims_and_stores_the_state_together(
+    make_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = make_cluster(leader_election=False)
+    cluster.want("app.cern.ch", "web.cern.ch")
+    cluster.settle()
+    after_writes = Rendezvous()
+    after_writes.wrap(monkeypatch, ConfigMapOwnershipStore, "apply")
+    after_writes.wrap(monkeypatch, ConfigMapStateStore, "save")
+
+    cluster.want("web.cern.ch")
+    after_writes.arm(2)
+    cluster.loop()
+
+    assert sorted(after_writes.met) == ["ConfigMapOwnershipStore.apply", "ConfigMapStateStore.save"]
+    assert set(cluster.aliases(cluster.nodes[0])) == {"web"}
+    cluster.settle()

@@ -11,10 +11,11 @@
 6. make writes, on every server: first the *leave* writes (removals of aliases leaving DNS altogether,
    which free room), then every addition, packed on what they left;
 7. break writes, once every make write has landed, but for those held back;
-8. claims dropped: those of the aliases whose removal landed, and the orphaned ones;
-9. bookkeeping: the servers carrying our aliases (departed ones included) and the removal window stored,
-   one summary line counting what landed, each name's transition told to the objects asking for it
-   (provider.events), the answer.
+8. after the writes, together (one round trip): the claims dropped (those of the aliases whose removal
+   landed, and the orphaned ones) and the state stored (the servers carrying our aliases, departed ones
+   included, and the removal window);
+9. bookkeeping: one summary line counting what landed, each name's transition told to the objects asking
+   for it (provider.events), the answer.
 
 Each case, and what the apply does (design invariants 3 and 4; the tests in
 tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):
@@ -364,18 +365,26 @@ class Applier:
         if outcome.abandoned is not None:
             raise outcome.abandoned
 
-        # 8. claims dropped: the aliases whose removal landed, and the orphaned ones. A frozen holder keeps
-        # the alias whatever we do: once our tokens are gone the name is someone else's, so its claim goes
-        # too (else external-dns would ask to delete it every loop).
+        # 8. after the writes, in one round trip: the claims dropped (the aliases whose removal landed, and
+        # the orphaned ones) beside the state stored (the servers carrying our aliases, the window). A
+        # frozen holder keeps the alias whatever we do: once our tokens are gone the name is someone
+        # else's, so its claim goes too (else external-dns would ask to delete it every loop).
         unfinished = outcome.failed_labels() | kept | beside_plain_homes
-        dropped = self._drop_claims(
+        gone, orphaned = self._claims_to_drop(
             [c for c in gated.drop if self._claims.claimed_label(c) not in unfinished],
             self._claims.orphaned(claim_records, carried_or_wanted),
-            fence,
         )
+        owned_after = (claims_before | claimed_names(stored)) - claimed_names([*gone, *orphaned])
+        self._remember_servers(inventory, plan, self._claims.owned_test(owned_after))
+        with Reads("apply-after") as together:
+            together.start(
+                lambda: self._drop_claims(gone, orphaned, fence), upstream="kubernetes", what="claims dropped"
+            )
+            if not options.dry_run:
+                self._state.save(fence)  # says its own failure: the apply goes on (provider.kept_state)
 
         # 9. bookkeeping: one summary line, what was written handed to the next read (it need not parse
-        # it again), the servers to remember and the window stored, the answer.
+        # it again), each name's transition told, the answer.
         carried_before = inventory.carriers().keys() | load_balancers.carriers().keys()
         self._log_summary(
             plan,
@@ -399,8 +408,6 @@ class Applier:
                 gated.not_owned, beside_plain_homes, plan, outcome.failed_labels()
             ),
         )
-        owned_after = (claims_before | claimed_names(stored)) - claimed_names(dropped)
-        self._remember_servers(inventory, plan, fence, self._claims.owned_test(owned_after))
         self._finish(outcome, refused + outcome.tags.problems(load_balancers.named))
 
     # -- 1. the writer lease ----------------------------------------------------------------
@@ -551,21 +558,22 @@ class Applier:
         self._ownership.apply(upserts, deletes)
         log.info("ownership records stored", **names)
 
-    def _drop_claims(
-        self, gone: list[Endpoint], orphaned: list[Endpoint], fence: WriteFence
-    ) -> list[Endpoint]:
+    @staticmethod
+    def _claims_to_drop(
+        gone: list[Endpoint], orphaned: list[Endpoint]
+    ) -> tuple[list[Endpoint], list[Endpoint]]:
         """After the break writes: the claims of the aliases withdrawn, and those no server carried and
-        no change wanted (a removal that landed although reported failed leaves one behind); returns
-        the claims dropped."""
+        no change wanted (a removal that landed although reported failed leaves one behind)."""
         gone_keys = {c.key for c in gone}
-        orphaned = [c for c in orphaned if c.key not in gone_keys]
+        return gone, [c for c in orphaned if c.key not in gone_keys]
+
+    def _drop_claims(self, gone: list[Endpoint], orphaned: list[Endpoint], fence: WriteFence) -> None:
         self._store_claims(upserts=[], deletes=[*gone, *orphaned], fence=fence)
         if orphaned and not self._context.options.dry_run:
             log.warning(
                 "ownership records dropped: no server carries their alias any more",
                 records=named(c.dns_name for c in orphaned),
             )
-        return [*gone, *orphaned]
 
     # -- 9. bookkeeping ---------------------------------------------------------------------
 
@@ -609,12 +617,10 @@ class Applier:
         for label, (kind, reason) in sorted(refused.items()):
             self._tell(label, "refused", reason, kind)
 
-    def _remember_servers(
-        self, inventory: Inventory, plan: Plan, fence: WriteFence, owned: Callable[[str], bool]
-    ) -> None:
+    def _remember_servers(self, inventory: Inventory, plan: Plan, owned: Callable[[str], bool]) -> None:
         """After the writes: remember the servers holding owned tokens (``owned``: the names claimed once
-        the apply's claims were stored and dropped), forget the departed ones cleaned or deleted, and
-        store that and the removal window when they changed (provider.departed, provider.state)."""
+        the apply's claims are stored and dropped) and forget the departed ones cleaned or deleted
+        (provider.departed); step 8 stores that, with the removal window, when they changed."""
         if self._context.options.dry_run:
             return
         given = {server_plan.server.server_id for server_plan in plan.servers if server_plan.added}
@@ -646,7 +652,6 @@ class Applier:
                     node=before[server_id].node_name,
                     server_id=server_id,
                 )
-        self._state.save(fence)
 
     def _log_summary(
         self,

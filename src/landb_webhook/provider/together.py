@@ -1,10 +1,11 @@
-"""The reads of one phase, sent together: one round trip where there were as many as reads.
+"""The requests of one phase, sent together: one round trip where there were as many as requests.
 
 An apply needs, before it can plan, the state ConfigMap, Nova's servers, the project's load balancers,
 the claims and the metadata quota; Records needs the servers, the load balancers and the claims. None
 of them needs the answer of another, and with 50 ms per request the apply of a node joining spent more
 time waiting for them one after the other than writing. ``Reads`` starts each on a small pool of its
-own, and waits for all of them:
+own, and waits for all of them. After its metadata writes, an apply's two Kubernetes writes (the claims
+dropped, the state stored: provider.apply step 8) go out together the same way:
 
 - each read runs in a copy of the caller's context, so the adapters see the call's reply deadline
   (landb_webhook.deadline) and stop retrying at it, as they do when called directly;
