@@ -414,6 +414,19 @@ def test_more_endpoints_than_the_limit_are_a_503_naming_the_setting_and_reach_no
     assert "LANDB_MAX_REQUEST_ENDPOINTS" in line["setting"]
 
 
+def test_too_many_endpoints_are_counted_before_they_are_decoded(webhook: Webhook) -> None:
+    """Decoding 16 MiB of names alone would take ``serve`` past the chart's memory limit: a body in
+    external-dns' spelling is counted first, so one with a member of the wrong type is refused for its
+    count (503), not for its shape (400), which decoding would find."""
+    endpoints = numbered(DEFAULT_MAX_REQUEST_ENDPOINTS + 1)
+    endpoints[-1]["targets"] = 5
+
+    reply = webhook.api.post("/records", content=json.dumps({"create": endpoints}).encode())
+
+    assert reply.status_code == 503
+    assert "LANDB_MAX_REQUEST_ENDPOINTS" in reply.json()["error"]
+
+
 def test_a_request_of_exactly_the_endpoint_limit_reaches_the_provider(
     webhook: Webhook, provider: UnreliableProvider
 ) -> None:
