@@ -1,11 +1,15 @@
-"""Peak resident memory of ``landb-webhook serve`` per request body size.
+"""Peak resident memory of ``landb-webhook serve`` per request body size, or per endpoint count.
 
 For each size, a fresh simulator (3 ingress nodes) and a fresh ``serve`` process get one AdjustEndpoints
 and one ApplyChanges (creates, with their TXT claims) of valid names, each body about that size; the
-process' ``VmHWM`` (/proc) is its peak. Bodies over ``LANDB_MAX_REQUEST_BODY`` are refused (413): pass
+process' ``VmHWM`` (/proc) is its peak. Bodies over ``LANDB_MAX_REQUEST_BODY`` are refused (503): pass
 ``--max-request-body`` to measure past the default.
 
     python -m bench.body_memory --sizes 0.06,0.5,1 [--max-request-body 33554432]
+
+``--endpoints 8228,10000`` makes the bodies of that many endpoints instead (AdjustEndpoints: as many
+names; ApplyChanges: half as many names created, each with its claim); more than
+``LANDB_MAX_REQUEST_ENDPOINTS`` are refused (503): pass ``--max-request-endpoints`` to measure past it.
 
 ``--node-joining 500,1000`` instead decodes, in a fresh process and without a server, the ApplyChanges
 body external-dns sends when a node joins a cluster of 500 ingress nodes x 1,000 names (every name's
@@ -27,7 +31,7 @@ from typing import Any
 
 from bench.soak import call, rss_kib, webhook
 from landb_simulator import Simulator, seed_cluster
-from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_REQUEST_ENDPOINTS
 
 
 def endpoint(index: int) -> dict[str, Any]:
@@ -60,23 +64,28 @@ def bodies(size: int) -> tuple[list[Any], dict[str, Any]]:
     per_name = len(json.dumps(endpoint(0))) + 2
     names = max(1, size // per_name - 1)
     creates = max(1, size // (per_name + len(json.dumps(claim(0))) + 2) - 1)
+    return bodies_of(names, creates)
+
+
+def bodies_of(names: int, creates: int) -> tuple[list[Any], dict[str, Any]]:
+    """AdjustEndpoints of ``names`` names; ApplyChanges creating ``creates`` names with their claims."""
     return [endpoint(i) for i in range(names)], {
         "create": [*(endpoint(i) for i in range(creates)), *(claim(i) for i in range(creates))]
     }
 
 
-def measure(size: int, max_request_body: int) -> dict[str, Any]:
-    adjust, apply = bodies(size)
+def measure(adjust: list[Any], apply: dict[str, Any], **settings: str) -> dict[str, Any]:
+    """Both bodies to a fresh ``serve`` with ``settings`` (``LANDB_*``): statuses and peak RSS."""
     with Simulator() as sim, tempfile.TemporaryDirectory() as workdir:
         seed_cluster(sim.state, ingress_nodes=3, workers=1)
-        with webhook(sim, Path(workdir), LANDB_MAX_REQUEST_BODY=str(max_request_body)) as (process, port):
+        with webhook(sim, Path(workdir), **settings) as (process, port):
             before = peak_rss_mib(process.pid)
             adjusted, _ = call(port, "POST", "/adjustendpoints", adjust)
             after_adjust = peak_rss_mib(process.pid)
             applied, _ = call(port, "POST", "/records", apply)
             return {
-                "body_mib": round(size / 2**20, 3),
-                "names": len(adjust),
+                "body_mib": round(max(len(json.dumps(adjust)), len(json.dumps(apply))) / 2**20, 3),
+                "endpoints": [len(adjust), len(apply["create"])],
                 "statuses": [adjusted, applied],
                 "peak_mib_before": round(before),
                 "peak_mib_adjust": round(after_adjust),
@@ -143,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sizes", default="0.06,0.5,1", help="body sizes in MiB, comma-separated")
     parser.add_argument("--max-request-body", type=int, default=DEFAULT_MAX_REQUEST_BODY)
+    parser.add_argument("--endpoints", help="endpoint counts instead of sizes, comma-separated (see above)")
+    parser.add_argument("--max-request-endpoints", type=int, default=DEFAULT_MAX_REQUEST_ENDPOINTS)
     parser.add_argument("--node-joining", metavar="INGRESS,NAMES", help="decode that body (see above)")
     parser.add_argument("--decode-here", metavar="INGRESS,NAMES", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -153,13 +164,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         ingress, names = map(int, args.node_joining.split(","))
         print(f"node joining {ingress} x {names}: {json.dumps(decode_cost(ingress, names))}")
         return 0
-    print("| body | names | statuses | peak RSS before | after AdjustEndpoints | after ApplyChanges |")
+    settings = {
+        "LANDB_MAX_REQUEST_BODY": str(args.max_request_body),
+        "LANDB_MAX_REQUEST_ENDPOINTS": str(args.max_request_endpoints),
+    }
+    if args.endpoints:
+        cases = [bodies_of(int(count), int(count) // 2) for count in args.endpoints.split(",")]
+    else:
+        sizes = args.sizes.split(",")
+        cases = [bodies(min(int(float(size) * 2**20), args.max_request_body)) for size in sizes]
+    print("| body | endpoints | statuses | peak RSS before | after AdjustEndpoints | after ApplyChanges |")
     print("|---|---|---|---|---|---|")
-    for size_mib in args.sizes.split(","):
-        row = measure(min(int(float(size_mib) * 2**20), args.max_request_body), args.max_request_body)
+    for adjust, apply in cases:
+        row = measure(adjust, apply, **settings)
         print(
-            f"| {row['body_mib']} MiB | {row['names']} | {row['statuses']} | {row['peak_mib_before']} MiB "
-            f"| {row['peak_mib_adjust']} MiB | {row['peak_mib_apply']} MiB |",
+            f"| {row['body_mib']} MiB | {row['endpoints']} | {row['statuses']} "
+            f"| {row['peak_mib_before']} MiB | {row['peak_mib_adjust']} MiB | {row['peak_mib_apply']} MiB |",
             flush=True,
         )
     return 0

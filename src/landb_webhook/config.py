@@ -40,6 +40,18 @@ defaults when a node joins or leaves. That ApplyChanges carries every name's add
 sent, ~8 MiB estimated; 92 x 2,057, the most names a server's quota holds: ~9 MiB); the rest is room for
 longer addresses. external-dns' bodies are decoded at ~2x their size (webhook/wire.py). Records warns when
 a cluster outgrows the limit. 1 MiB until external-dns' bodies were decoded at ~7x (~16x for ``serve``)."""
+DEFAULT_MAX_REQUEST_ENDPOINTS = 10_000
+"""The most endpoints one request may carry by default (LANDB_MAX_REQUEST_ENDPOINTS). A body's bytes do
+not bound what it costs: the provider's work grows with its names, and 16 MiB of names (~100,000) would
+take ``serve`` past the chart's memory limit every loop. Every cluster of the documented envelope fits:
+the most names a cluster holds is what one server's quota holds (2,057), and the largest request
+external-dns sends for them is a node joining or leaving, each name's A record and its TXT claim in
+updateOld and again in updateNew, 4 x 2,057 = 8,228 endpoints.
+``serve``'s peak RSS with 3 ingress nodes, an AdjustEndpoints of that many names then an ApplyChanges
+creating half as many with their claims (``python -m bench.body_memory --endpoints 2000,8228,10000,20000
+--max-request-endpoints 1000000``): 179 MiB at 2,000, 203 at 8,228, 208-217 at 10,000, 242 at 20,000
+(175 before the first request); 16 MiB of names (101,066) 469 MiB without the limit, 270 with it
+(refused, counted before decoding: webhook/wire.py ``endpoints_over``), under the chart's 384 MiB."""
 
 
 def flag_and_variable(field: str) -> str:
@@ -75,6 +87,17 @@ class Settings(BaseSettings):
         "most ~9 MiB inside the chart's memory envelope of 190,000 tokens; Records warns when that would "
         "not fit); a larger one is refused with a 503 naming this setting. external-dns' bodies decode at "
         "~2x their size.",
+    )
+    max_request_endpoints: int = Field(
+        DEFAULT_MAX_REQUEST_ENDPOINTS,
+        ge=1_000,
+        le=1_000_000,
+        description="Most endpoints in one webhook request (AdjustEndpoints' list; ApplyChanges' create, "
+        "updateOld, updateNew and delete together); more are refused with a 503 naming this setting, "
+        "before the provider reads them. What a request costs grows with its names, not its bytes. "
+        "Default 10,000: a node joining or leaving a cluster of the most names one server's quota holds "
+        "(2,057) sends 4 per name (A record and TXT claim, before and after), 8,228; serve peaks at ~210 MiB "
+        "with 10,000 names (3 ingress nodes), ~470 MiB with 16 MiB of names (~100,000) when unlimited.",
     )
     api_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         [],

@@ -98,6 +98,7 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
             metrics,
             request_timeout=settings.request_timeout,
             max_body_bytes=settings.max_request_body,
+            max_endpoints=settings.max_request_endpoints,
             allowed_hosts=settings.api_allowed_hosts,
         )
         # /healthz judges the progress of the API's provider calls (webhook.liveness).

@@ -46,7 +46,14 @@ OPENSTACK_RESULTS = ("ok", "error", "keystone_unreachable", "auth_refused")
 """``error``: the service called (Nova, Octavia, Neutron) failed or did not answer; the call was not made
 because Keystone gave no token: ``keystone_unreachable`` (no answer, a 5xx or a timeout) or ``auth_refused``
 (it answered and refused the credentials)."""
-REJECTION_REASONS = ("not_json", "wrong_shape", "too_large", "wrong_host", "wrong_media_type")
+REJECTION_REASONS = (
+    "not_json",
+    "wrong_shape",
+    "too_large",
+    "too_many_endpoints",
+    "wrong_host",
+    "wrong_media_type",
+)
 REFUSAL_REASONS = (
     "not_owned",
     "plain_alias",
@@ -117,7 +124,7 @@ class Metrics:
     """Changes refused as invalid or impossible, by ``reason``."""
     rejected_requests_total: Counter
     """Webhook requests refused before reaching the provider, by ``reason`` (not_json, wrong_shape,
-    too_large, wrong_host, wrong_media_type)."""
+    too_large, too_many_endpoints, wrong_host, wrong_media_type)."""
     dropped_endpoints_total: Counter
     """Desired endpoints AdjustEndpoints dropped because LanDB cannot represent them, by ``reason``."""
     aliases_published: Gauge
@@ -234,7 +241,7 @@ class Metrics:
             rejected_requests_total=Counter(
                 f"{PREFIX}_rejected_requests_total",
                 "Webhook requests refused before reaching the provider, by reason "
-                "(not_json, wrong_shape, too_large, wrong_host, wrong_media_type).",
+                "(not_json, wrong_shape, too_large, too_many_endpoints, wrong_host, wrong_media_type).",
                 ["reason"],
                 registry=registry,
             ),

@@ -4,8 +4,8 @@ external-dns' bodies are decoded straight from their bytes (webhook/wire.py): a 
 is addresses, costs a small multiple of its size. A body of many names costs what the provider does with
 each name: 1 MiB of them (~6,000 names) keeps the process under the chart's memory request. The default
 limit (16 MiB) is sized for the node joining of the envelope's clusters (test_envelope_edge.py), not for
-a body of 100,000 names. Measured on the real process against the simulator: its peak resident set
-(``VmHWM``).
+a body of 100,000 names: LANDB_MAX_REQUEST_ENDPOINTS refuses that one. Measured on the real process
+against the simulator: its peak resident set (``VmHWM``).
 """
 
 from __future__ import annotations
@@ -85,6 +85,33 @@ def test_bodies_of_1_mib_of_names_keep_serve_under_the_charts_memory_request(
 
     assert (adjusted, applied, too_large) == (200, 204, 503), (applied_reply, reply)
     assert peak < memory_request_mib(), f"peak RSS {peak:.0f} MiB"
+
+
+def memory_limit_mib() -> int:
+    """The webhook container's memory limit in the Helm chart (``limits: { memory: 384Mi }``)."""
+    match = re.search(r"limits:.*memory:\s*(\d+)Mi", CHART_VALUES.read_text())
+    assert match is not None, f"no memory limit in {CHART_VALUES}"
+    return int(match[1])
+
+
+def test_16_mib_of_names_is_refused_with_default_settings_under_the_charts_memory_limit(
+    simulator: Simulator, sim_clients: ClientConfig, tmp_path: Path
+) -> None:
+    """~100,000 names fit the default body limit; the provider's work on them would take ``serve`` to
+    ~470 MiB. LANDB_MAX_REQUEST_ENDPOINTS refuses them, counted before they are decoded."""
+    seed_cluster(simulator.state, ingress_nodes=3, workers=1)
+    process = WebhookProcess(simulator_settings(sim_clients), tmp_path / "webhook.log")
+    process.start()
+    try:
+        body = desired(16 * 2**20 // len(desired(1)))
+        status, reply = http_post(process.api_port, "/adjustendpoints", body, HEADERS)
+        peak = peak_rss_mib(process.pid)
+    finally:
+        process.stop()
+
+    assert len(body) > 15 * 2**20
+    assert status == 503 and "LANDB_MAX_REQUEST_ENDPOINTS" in str(reply), reply
+    assert peak < memory_limit_mib(), f"peak RSS {peak:.0f} MiB"
 
 
 def test_the_body_of_a_node_joining_is_decoded_in_a_small_multiple_of_its_size() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import httpx
 from starlette.applications import Starlette
 
-from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_REQUEST_ENDPOINTS
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import WebhookProvider
 from landb_webhook.webhook.api import ProviderCalls, create_api_app, create_health_app
@@ -57,6 +57,7 @@ def serving(
     client_timeout: float = WAIT,
     progress: CallProgress | None = None,
     max_body_bytes: int = DEFAULT_MAX_REQUEST_BODY,
+    max_endpoints: int = DEFAULT_MAX_REQUEST_ENDPOINTS,
     allowed_hosts: tuple[str, ...] = (),
     limits: ConnectionLimits | None = None,
 ) -> Iterator[Webhook]:
@@ -70,6 +71,7 @@ def serving(
         metrics,
         request_timeout=request_timeout,
         max_body_bytes=max_body_bytes,
+        max_endpoints=max_endpoints,
         allowed_hosts=allowed_hosts,
         progress=progress,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from landb_simulator.seed import cern_vm_metadata
+from landb_simulator.state import DEFAULT_MAX_SERVER_META
 from landb_webhook.config import InvalidResolver, Settings, parse_resolver
 
 
@@ -96,3 +98,28 @@ def test_dns_resolvers_are_a_comma_list_each_checked(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("LANDB_DNS_RESOLVERS", "192.0.2.1,dns.cern.ch")
     with pytest.raises(ValidationError, match=r"dns\.cern\.ch"):
         Settings()
+
+
+def test_the_request_endpoint_limit_is_bounded_and_named_by_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for refused in ("999", "1000001", "ten"):
+        monkeypatch.setenv("LANDB_MAX_REQUEST_ENDPOINTS", refused)
+        with pytest.raises(ValidationError) as raised:
+            Settings()
+        assert [error["loc"][0] for error in raised.value.errors()] == ["max_request_endpoints"]
+    for accepted in (1_000, 1_000_000):
+        monkeypatch.setenv("LANDB_MAX_REQUEST_ENDPOINTS", str(accepted))
+        assert Settings().max_request_endpoints == accepted
+
+
+def test_the_default_endpoint_limit_holds_a_node_joining_the_envelopes_largest_cluster() -> None:
+    """The most names a cluster holds is what one server's quota holds (docs/configuration.md: 2,057 of
+    5 characters, CERN's own keys besides); a node joining or leaving sends each name's A record and TXT
+    claim in updateOld and again in updateNew."""
+    settings = Settings()
+    token = "abcde--load-1-"
+    keys = DEFAULT_MAX_SERVER_META - len(cern_vm_metadata("cluster", "node"))
+    most_names = keys * ((settings.max_value_length + 1) // (len(token) + 1))
+    assert most_names == 2_057  # the figure the documents give
+    assert settings.max_request_endpoints >= 4 * most_names

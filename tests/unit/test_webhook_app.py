@@ -18,7 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from landb_webhook.backends import UpstreamError
-from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_REQUEST_ENDPOINTS
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
@@ -29,6 +29,7 @@ from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener,
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
 from support.logging_state import restored_logging
 from support.memory_provider import InMemoryProvider
+from support.metrics import counted
 from support.serving import WAIT, Webhook, client, serving
 from support.waiting import eventually
 
@@ -361,6 +362,82 @@ def test_a_bad_body_reaches_no_provider(webhook: Webhook, provider: UnreliablePr
     webhook.api.post("/records", content=b'{"create":"foo"}')
 
     assert provider.remote_calls == []
+
+
+def numbered(count: int, start: int = 0) -> list[dict[str, object]]:
+    """``count`` endpoints of distinct names, as external-dns encodes them."""
+    return [
+        {"dnsName": f"n{index:06d}.bar.com", "recordType": "A", "targets": ["192.0.2.1"]}
+        for index in range(start, start + count)
+    ]
+
+
+def over_the_endpoint_limit(path: str, keys: tuple[str, ...]) -> bytes:
+    """One endpoint more than LANDB_MAX_REQUEST_ENDPOINTS' default: ApplyChanges' spread over its four
+    lists (named ``keys``), none of them over the limit alone."""
+    over = DEFAULT_MAX_REQUEST_ENDPOINTS + 1
+    if path == "/adjustendpoints":
+        return json.dumps(numbered(over)).encode()
+    quarter = over // 4
+    counts = (quarter, quarter, quarter, over - 3 * quarter)
+    return json.dumps({key: numbered(count) for key, count in zip(keys, counts, strict=True)}).encode()
+
+
+EXTERNAL_DNS_KEYS = ("create", "updateOld", "updateNew", "delete")
+GO_STYLE_KEYS = ("Create", "UpdateOld", "UpdateNew", "Delete")
+"""Another spelling Go's decoder takes: the forgiving decoder reads it, and its result is counted."""
+
+
+@pytest.mark.parametrize(
+    ("path", "keys"),
+    [("/records", EXTERNAL_DNS_KEYS), ("/records", GO_STYLE_KEYS), ("/adjustendpoints", ())],
+)
+def test_more_endpoints_than_the_limit_are_a_503_naming_the_setting_and_reach_no_provider(
+    webhook: Webhook, provider: UnreliableProvider, path: str, keys: tuple[str, ...]
+) -> None:
+    before = counted(webhook.metrics, "rejected_requests_total", reason="too_many_endpoints")
+
+    with capture_logs() as logs:
+        reply = webhook.api.post(path, content=over_the_endpoint_limit(path, keys))
+
+    assert reply.status_code == 503  # not a 4xx: external-dns would exit
+    error = reply.json()["error"]
+    assert "LANDB_MAX_REQUEST_ENDPOINTS" in error
+    assert f"{DEFAULT_MAX_REQUEST_ENDPOINTS + 1} endpoints" in error
+    assert provider.remote_calls == []
+    assert counted(webhook.metrics, "rejected_requests_total", reason="too_many_endpoints") == before + 1
+    [line] = [entry for entry in logs if entry["event"] == "request body refused: too many endpoints"]
+    assert (line["endpoints"], line["limit"]) == (
+        DEFAULT_MAX_REQUEST_ENDPOINTS + 1,
+        DEFAULT_MAX_REQUEST_ENDPOINTS,
+    )
+    assert "LANDB_MAX_REQUEST_ENDPOINTS" in line["setting"]
+
+
+def test_too_many_endpoints_are_counted_before_they_are_decoded(webhook: Webhook) -> None:
+    """Decoding 16 MiB of names alone would take ``serve`` past the chart's memory limit: a body in
+    external-dns' spelling is counted first, so one with a member of the wrong type is refused for its
+    count (503), not for its shape (400), which decoding would find."""
+    endpoints = numbered(DEFAULT_MAX_REQUEST_ENDPOINTS + 1)
+    endpoints[-1]["targets"] = 5
+
+    reply = webhook.api.post("/records", content=json.dumps({"create": endpoints}).encode())
+
+    assert reply.status_code == 503
+    assert "LANDB_MAX_REQUEST_ENDPOINTS" in reply.json()["error"]
+
+
+def test_a_request_of_exactly_the_endpoint_limit_reaches_the_provider(
+    webhook: Webhook, provider: UnreliableProvider
+) -> None:
+    endpoints = numbered(DEFAULT_MAX_REQUEST_ENDPOINTS)
+
+    adjusted = webhook.api.post("/adjustendpoints", content=json.dumps(endpoints).encode())
+    applied = webhook.api.post("/records", content=json.dumps({"create": endpoints}).encode())
+
+    assert (adjusted.status_code, applied.status_code) == (200, 204)
+    assert len(adjusted.json()) == DEFAULT_MAX_REQUEST_ENDPOINTS
+    assert len(provider.records()) == 1 + DEFAULT_MAX_REQUEST_ENDPOINTS
 
 
 def test_unknown_paths_are_404_and_trailing_slashes_are_not_redirected(webhook: Webhook) -> None:

@@ -16,11 +16,13 @@ guarantees, because external-dns exits on anything else (see docs/reference.md):
 Two refusals are 4xx on purpose, and a correctly wired external-dns never meets them (it exits on any
 4xx): a request whose Host is not loopback or allowed (421: a web page reached through DNS rebinding
 names its own host), and a POST without the webhook media type (415: external-dns always sends it; a
-page's form or ``fetch`` without a preflight cannot). A body over ``max_body_bytes`` is a 503 naming
-the setting, not a 413: a real external-dns of a cluster grown past the limit keeps running and
-retrying (its log says what to raise) instead of crash-looping. external-dns' bodies decode at ~2x
-their size (webhook/wire.py); the default limit holds the ApplyChanges of a node joining any cluster of
-the chart's memory envelope (config.DEFAULT_MAX_REQUEST_BODY).
+page's form or ``fetch`` without a preflight cannot). A body over ``max_body_bytes``, or one that
+decodes to more than ``max_endpoints`` endpoints, is a 503 naming the setting, not a 413: a real
+external-dns of a cluster grown past the limit keeps running and retrying (its log says what to raise)
+instead of crash-looping, and a body of too many names is refused before the provider's work on them
+would take the process past its memory limit. external-dns' bodies decode at ~2x their size
+(webhook/wire.py); the default limits hold the ApplyChanges of a node joining any cluster of the
+chart's memory envelope (config.DEFAULT_MAX_REQUEST_BODY, config.DEFAULT_MAX_REQUEST_ENDPOINTS).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
@@ -43,9 +45,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from landb_webhook.backends import UpstreamError
-from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, flag_and_variable
+from landb_webhook.config import DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_REQUEST_ENDPOINTS, flag_and_variable
 from landb_webhook.deadline import context_answering_by
-from landb_webhook.endpoint import Changes
+from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import RepeatLimitedLog, get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
@@ -57,9 +59,12 @@ from landb_webhook.webhook.wire import (
     decode_endpoints,
     encode_domain_filter,
     encode_endpoints,
+    endpoint_count,
+    endpoints_over,
 )
 
 T = TypeVar("T")
+Decoded = TypeVar("Decoded", list[Endpoint], Changes)
 
 _log = get_logger(__name__)
 _access_log = get_logger("landb_webhook.access")
@@ -70,6 +75,7 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 APPLY_DRAIN_SECONDS = 20.0
 """At shutdown, how long to let a running apply finish (Kubernetes allows 30 s before SIGKILL)."""
 MAX_BODY_SETTING = flag_and_variable("max_request_body")
+MAX_ENDPOINTS_SETTING = flag_and_variable("max_request_endpoints")
 ALLOWED_HOSTS_SETTING = flag_and_variable("api_allowed_hosts")
 READ_WORKERS = 4
 """Threads for Records and AdjustEndpoints; more concurrent reads queue (and meet their deadline)."""
@@ -97,16 +103,42 @@ class ApplyInProgress(Exception):
     """An earlier ApplyChanges is still running (possibly past its own deadline)."""
 
 
-class BodyTooLarge(Exception):
-    """The request body is larger than the configured limit."""
+class RequestTooLarge(Exception):
+    """A request over one of the limits on what one request may carry, each a setting: a 503 naming it.
 
-    def __init__(self, size: int, limit: int) -> None:
+    ``kind`` labels ``rejected_requests_total`` and, in words, the log line; ``measure`` is the log
+    field holding ``size``, what the request brought against ``limit``."""
+
+    kind: ClassVar[str]
+    measure: ClassVar[str]
+    setting: ClassVar[str]
+
+    def __init__(self, message: str, size: int, limit: int) -> None:
         super().__init__(
-            f"request body of {size} bytes is larger than {limit} bytes; raise {MAX_BODY_SETTING} "
-            "(and the pod's memory with it) if external-dns really sends that much"
+            f"{message}; raise {self.setting} (and the pod's memory with it) if external-dns "
+            "really sends that much"
         )
         self.size = size
         self.limit = limit
+
+
+class BodyTooLarge(RequestTooLarge):
+    """The request body is larger than LANDB_MAX_REQUEST_BODY: refused as it is read."""
+
+    kind, measure, setting = "too_large", "size", MAX_BODY_SETTING
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"request body of {size} bytes is larger than {limit} bytes", size, limit)
+
+
+class TooManyEndpoints(RequestTooLarge):
+    """The decoded body holds more endpoints than LANDB_MAX_REQUEST_ENDPOINTS: refused before the
+    provider reads them, since what it does with them grows with their names, not the body's bytes."""
+
+    kind, measure, setting = "too_many_endpoints", "endpoints", MAX_ENDPOINTS_SETTING
+
+    def __init__(self, count: int, limit: int) -> None:
+        super().__init__(f"request of {count} endpoints is more than {limit} endpoints", count, limit)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -122,6 +154,21 @@ async def read_body(request: Request, limit: int) -> bytes:
     if size > limit:
         raise BodyTooLarge(size, limit)
     return bytes(chunks)
+
+
+def decode_within(decode: Callable[[bytes], Decoded], body: bytes, limit: int) -> Decoded:
+    """``decode(body)``, or TooManyEndpoints when it holds more than ``limit`` endpoints (ApplyChanges:
+    its four lists together): counted before the decoding when the body is in external-dns' spelling
+    (decoding 16 MiB of names alone would take ``serve`` past the chart's memory limit), after it
+    otherwise; either way before the provider. Called in the thread that decodes."""
+    over = endpoints_over(body, limit)
+    if over is not None:
+        raise TooManyEndpoints(over, limit)
+    decoded = decode(body)
+    count = endpoint_count(decoded)
+    if count > limit:
+        raise TooManyEndpoints(count, limit)
+    return decoded
 
 
 @contextlib.asynccontextmanager
@@ -238,15 +285,16 @@ def _mapping_failures(handler: Handler, metrics: Metrics) -> Handler:
             metrics.rejected_requests_total.labels(reason=error.kind).inc()
             _log.warning("rejected request body", path=request.url.path, reason=str(error))
             return _failure(400, str(error))
-        except BodyTooLarge as error:
-            _note(request, reason="body too large")
-            metrics.rejected_requests_total.labels(reason="too_large").inc()
+        except RequestTooLarge as error:
+            words = error.kind.replace("_", " ")
+            _note(request, reason=words)
+            metrics.rejected_requests_total.labels(reason=error.kind).inc()
             _log.error(
-                "request body refused: too large",
+                f"request body refused: {words}",
                 path=request.url.path,
-                size=error.size,
                 limit=error.limit,
-                setting=MAX_BODY_SETTING,
+                setting=error.setting,
+                **{error.measure: error.size},
             )
             return _failure(503, str(error))
         except UpstreamError as error:
@@ -427,6 +475,7 @@ def create_api_app(
     *,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     max_body_bytes: int = DEFAULT_MAX_REQUEST_BODY,
+    max_endpoints: int = DEFAULT_MAX_REQUEST_ENDPOINTS,
     allowed_hosts: Collection[str] = (),
     progress: CallProgress | None = None,
 ) -> Starlette:
@@ -451,7 +500,7 @@ def create_api_app(
         return _json(reply)
 
     def adjusted(body: bytes) -> tuple[int, int, bytes]:
-        desired = decode_endpoints(body)
+        desired = decode_within(decode_endpoints, body, max_endpoints)
         result = provider.adjust_endpoints(desired)
         return len(desired), len(result), encode_endpoints(result)
 
@@ -465,7 +514,7 @@ def create_api_app(
     async def apply_changes(request: Request) -> Response:
         answer_by = calls.answer_by()
         body = await calls.body(request, max_body_bytes, answer_by)
-        changes = await calls.read(decode_changes, body, answer_by=answer_by)
+        changes = await calls.read(decode_within, decode_changes, body, max_endpoints, answer_by=answer_by)
         _note(
             request,
             create=len(changes.create),
