@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from typing_extensions import TypedDict
@@ -163,13 +163,19 @@ def _endpoint_of(model: EndpointModel | _ExactEndpoint) -> Endpoint:
 
 
 _ExactEndpoints = tuple[_ExactEndpoint | None, ...]
+_Element = TypeVar("_Element")
 
 
-class _ExactChanges(_ExactModel):
-    create: _ExactEndpoints = ()
-    update_old: _ExactEndpoints = Field((), alias="updateOld")
-    update_new: _ExactEndpoints = Field((), alias="updateNew")
-    delete: _ExactEndpoints = ()
+class _ExactChangesOf(_ExactModel, Generic[_Element]):
+    """ApplyChanges' four lists in external-dns' spelling, of endpoints read as ``_Element``."""
+
+    create: tuple[_Element | None, ...] = ()
+    update_old: tuple[_Element | None, ...] = Field((), alias="updateOld")
+    update_new: tuple[_Element | None, ...] = Field((), alias="updateNew")
+    delete: tuple[_Element | None, ...] = ()
+
+
+_ExactChanges = _ExactChangesOf[_ExactEndpoint]
 
 
 # A ``null`` element of an endpoint list is a nil pointer in Go; we skip it rather than fail the loop.
@@ -208,13 +214,7 @@ class _Unread(TypedDict, total=False):
 
 
 _UnreadEndpoints = tuple[_Unread | None, ...]
-
-
-class _UnreadChanges(_ExactModel):
-    create: _UnreadEndpoints = ()
-    update_old: _UnreadEndpoints = Field((), alias="updateOld")
-    update_new: _UnreadEndpoints = Field((), alias="updateNew")
-    delete: _UnreadEndpoints = ()
+_UnreadChanges = _ExactChangesOf[_Unread]
 
 
 _ENDPOINTS_IN: TypeAdapter[_EndpointList | None] = TypeAdapter(_EndpointList | None)
