@@ -107,7 +107,7 @@ from landb_webhook.provider.loadbalancers import (
 )
 from landb_webhook.provider.refusals import report_refusals
 from landb_webhook.provider.removals import RemovalRefused, guard_removals
-from landb_webhook.provider.together import Reads
+from landb_webhook.provider.together import Together
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -376,7 +376,7 @@ class Applier:
         )
         owned_after = (claims_before | claimed_names(stored)) - claimed_names([*gone, *orphaned])
         self._remember_servers(inventory, plan, self._claims.owned_test(owned_after))
-        with Reads("apply-after") as together:
+        with Together("apply-after") as together:
             together.start(
                 lambda: self._drop_claims(gone, orphaned, fence), upstream="kubernetes", what="claims dropped"
             )
@@ -432,7 +432,7 @@ class Applier:
         a plan that adds needs it, and a failure to read it fails only such a plan), the reads sent together:
         one round trip, not five one after the other. The departed servers the listing does not show are
         looked up after, once the state store has said which they are (none, most loops)."""
-        with Reads("apply") as reads:
+        with Together("apply") as reads:
             state_read = reads.start(self._state.load, upstream="kubernetes", what="webhook state")
             load_balancers_read = reads.start(self._lb_path.fresh, upstream="octavia", what="load balancers")
             claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")

@@ -25,7 +25,7 @@ from landb_webhook.provider.health import Verdict
 from landb_webhook.provider.inventory import Inventory, InventoryReader
 from landb_webhook.provider.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.problems import count_needing_attention
-from landb_webhook.provider.together import Reads
+from landb_webhook.provider.together import Together
 from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
 
 log = structlog.get_logger(__name__)
@@ -60,7 +60,7 @@ class RecordsView:
     def records(self) -> list[Endpoint]:
         context, metrics = self._context, self._context.metrics
         # The reads, sent together (provider.together): one round trip, not three one after the other.
-        with Reads("records") as reads:
+        with Together("records") as reads:
             load_balancers_read = reads.start(self._lb_path.fresh, upstream="octavia", what="load balancers")
             claims_read = reads.start(self._ownership.records, upstream="kubernetes", what="claims")
             listing = self._inventory.listing()  # the large one, here (provider.together: why)

@@ -3,7 +3,7 @@
 An apply needs, before it can plan, the state ConfigMap, Nova's servers, the project's load balancers,
 the claims and the metadata quota; Records needs the servers, the load balancers and the claims. None
 of them needs the answer of another, and with 50 ms per request the apply of a node joining spent more
-time waiting for them one after the other than writing. ``Reads`` starts each on a small pool of its
+time waiting for them one after the other than writing. ``Together`` starts each on a small pool of its
 own, and waits for all of them. After its metadata writes, an apply's two Kubernetes writes (the claims
 dropped, the state stored: provider.apply step 8) go out together the same way:
 
@@ -38,8 +38,8 @@ MAX_READS = 5
 """Threads of one phase's pool: the most reads a phase starts (the apply's four, and one spare)."""
 
 
-class Reads:
-    """``with Reads("apply") as reads: a = reads.start(read_a, ...); b = read_b()``; after the block,
+class Together:
+    """``with Together("apply") as reads: a = reads.start(read_a, ...); b = read_b()``; after the block,
     ``a.result()`` is read_a's answer. The block's end waits for every read started (see the module
     docstring); a read made in the block by the caller itself (``read_b``) runs meanwhile."""
 
@@ -61,7 +61,7 @@ class Reads:
             self._optional.add(future)  # type: ignore[arg-type]
         return future
 
-    def __enter__(self) -> Reads:
+    def __enter__(self) -> Together:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
