@@ -31,7 +31,6 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import State, Transition, describe
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.dns_watch import TokenBucket
 from landb_webhook.provider.events import (
     SOURCE_LABEL,
     EventIntent,
@@ -41,6 +40,7 @@ from landb_webhook.provider.events import (
     intent,
     source_of,
 )
+from landb_webhook.provider.rate import TokenBucket
 from landb_webhook.provider.steps import StepThread
 
 log = structlog.get_logger(__name__)

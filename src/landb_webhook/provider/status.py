@@ -12,7 +12,19 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from landb_webhook.provider.health import NO_CONTROLLER
-from landb_webhook.provider.loadbalancers import TaggedLoadBalancer
+
+
+@dataclass(frozen=True)
+class TaggedLoadBalancer:
+    """A load balancer carrying names, as ``status`` shows it."""
+
+    id: str
+    name: str
+    addresses: tuple[str, ...]
+    names: tuple[str, ...]
+    """The DNS names its ``landb-alias=`` tags publish."""
+    unclaimed: tuple[str, ...]
+    """Those without an ownership claim: someone else's, never touched (registry txt)."""
 
 
 @dataclass(frozen=True)
