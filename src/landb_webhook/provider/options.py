@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from landb_webhook.provider.health import HealthPolicy
+from landb_webhook.provider.read.health import HealthPolicy
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 

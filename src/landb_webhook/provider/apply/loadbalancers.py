@@ -33,8 +33,8 @@ from landb_webhook.landb.loadbalancers import TagPlan, TagWrite, tag_labels
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.fence import WriteFence, WriterLeaseLost, send_fenced
-from landb_webhook.provider.inventory import sorted_ips
+from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost, send_fenced
+from landb_webhook.provider.read.inventory import sorted_ips
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """``status``' reading: the cluster, the cloud, the claims, the departed servers the webhook remembers and
 the project's load balancers, through the ports and never writing, then analysed
-(``provider/status_analysis.py``)."""
+(``provider/status/analysis.py``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from landb_webhook.backends import LoadBalancer, Ports
 from landb_webhook.landb.loadbalancers import tag_labels
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.landb.propagation import Published
-from landb_webhook.provider import departed
-from landb_webhook.provider.health import HealthPolicy
-from landb_webhook.provider.inventory import InventoryReader, sorted_ips
-from landb_webhook.provider.publications import PublicationLog
-from landb_webhook.provider.status import ClusterStatus, TaggedLoadBalancer
-from landb_webhook.provider.status_analysis import DEFAULT_HEALTH, analyse
-from landb_webhook.provider.txt_registry import claimed_names
+from landb_webhook.provider.read import departed
+from landb_webhook.provider.read.health import HealthPolicy
+from landb_webhook.provider.read.inventory import InventoryReader, sorted_ips
+from landb_webhook.provider.read.txt_registry import claimed_names
+from landb_webhook.provider.status.analysis import DEFAULT_HEALTH, analyse
+from landb_webhook.provider.status.values import ClusterStatus, TaggedLoadBalancer
+from landb_webhook.provider.watch.publications import PublicationLog
 
 
 def read_status(

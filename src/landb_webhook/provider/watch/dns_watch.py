@@ -32,10 +32,10 @@ from landb_webhook.landb.propagation import (
     transition,
 )
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.events import NameEvents, NoEvents
-from landb_webhook.provider.publications import PublicationLog
-from landb_webhook.provider.rate import TokenBucket
-from landb_webhook.provider.steps import StepThread
+from landb_webhook.provider.watch.events import NameEvents, NoEvents
+from landb_webhook.provider.watch.periodic import PeriodicWorker
+from landb_webhook.provider.watch.publications import PublicationLog
+from landb_webhook.provider.watch.rate import TokenBucket
 
 log = structlog.get_logger(__name__)
 
@@ -95,7 +95,7 @@ class DnsWatch:
         self._watched: dict[str, _Watched] = {}
         self._lock = threading.Lock()
         self._resolver_failing = False
-        self._thread = StepThread(
+        self._thread = PeriodicWorker(
             "landb-dns-watch",
             self.step,
             idle=LOOK_AGAIN,
