@@ -23,7 +23,8 @@ Design choices, each forced by an OpenStack or external-dns fact (see docs/refer
 - Every call (each retry too) is counted and timed in one place, ``_attempt``, by a fixed operation
   name and a result saying what happened (``ok``, ``error``: the service called failed,
   ``keystone_unreachable``: Keystone did not answer or failed, ``auth_refused``: Keystone answered and
-  refused); the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all.
+  refused); the outcome of the last one tells ``/readyz`` whether OpenStack can be used at all
+  (adapters.openstack_health).
 - A Keystone outage is said once when it starts (a warning naming what happened) and once when it ends
   (Keystone answers again: how long it lasted, how many attempts failed); every failed attempt between
   is a debug line, as are keystoneauth's own warnings (logs.DEMOTED_LOGGERS).
@@ -172,7 +173,7 @@ class OpenStackSession:
             conn.close()
 
     def connection(self) -> openstack.connection.Connection:
-        """The connection the next call uses, made on its first use (one per adapter until it is found
+        """The connection the next call uses, made on its first use (one per session until it is found
         wedged, adapters.authlock): public for the tests that wedge its authentication."""
         return self._connection()
 
