@@ -31,7 +31,7 @@ from openstack.compute.v2.server import Server as SdkServer
 from bench.baseline import positional_metadata, positional_writes
 from landb_webhook.adapters.kubernetes import api_client_for, internal_ipv4_addresses, json_body
 from landb_webhook.adapters.memory import InMemoryOwnershipStore
-from landb_webhook.adapters.openstack import list_servers
+from landb_webhook.adapters.nova import list_servers
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.backends import Server
 from landb_webhook.config import Settings

@@ -33,8 +33,9 @@ from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
 from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
+from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.octavia import ABSENT, OctaviaLoadBalancers
-from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackSession
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
@@ -152,8 +153,17 @@ def node_source(
 def server_store(
     settings: Settings, *, clouds_yaml: Path | None = None, metrics: Metrics | None = None, **injected: Any
 ) -> OpenStackServerStore:
-    """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
+    """Nova on an OpenStack session of its own (build_backends builds Octavia on the same session)."""
     return OpenStackServerStore(
+        openstack_session(settings, clouds_yaml=clouds_yaml, metrics=metrics, **injected)
+    )
+
+
+def openstack_session(
+    settings: Settings, *, clouds_yaml: Path | None = None, metrics: Metrics | None = None, **injected: Any
+) -> OpenStackSession:
+    """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
+    return OpenStackSession(
         settings.os_cloud,
         clouds_yaml=clouds_yaml,
         cloud_conf=settings.os_cloud_conf,
@@ -165,7 +175,7 @@ def server_store(
 
 
 def openstack_options(settings: Settings) -> OpenStackOptions:
-    """How the Nova adapter times and retries its calls."""
+    """How the OpenStack session times and retries its calls, and bounds Nova's."""
     return OpenStackOptions(
         timeout=settings.upstream_timeout,
         retry=RetryPolicy(
@@ -260,7 +270,7 @@ class Backends:
     state: StateStore
     """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
     load_balancers: OctaviaLoadBalancers | None = None
-    """The project's Octavia load balancers, on the Nova adapter's session; None: LANDB_LOADBALANCERS off."""
+    """The project's Octavia load balancers, on Nova's OpenStack session; None: LANDB_LOADBALANCERS off."""
 
     @cached_property
     def ports(self) -> Ports:
@@ -289,8 +299,9 @@ def build_backends(
     if settings.os_cloud_conf is None and (problem := cloudconf.clouds_yaml_problem(settings.os_cloud)):
         raise SettingError("os_cloud", problem)
     nodes = node_source(settings, api_client, wall_clock=clock)
-    servers = server_store(settings, metrics=metrics)
-    register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
+    session = openstack_session(settings, metrics=metrics)
+    servers = OpenStackServerStore(session)
+    register_secrets([*session.secret_values(), *kube_secret_values(api_client)])
     ownership: OwnershipStore
     state: StateStore
     if settings.ownership_store == "configmap":
@@ -300,7 +311,7 @@ def build_backends(
         ownership = InMemoryOwnershipStore()
         state = InMemoryStateStore()
     load_balancers = (
-        OctaviaLoadBalancers(servers, absent_hint=NO_LOAD_BALANCER_SERVICE)
+        OctaviaLoadBalancers(session, absent_hint=NO_LOAD_BALANCER_SERVICE)
         if settings.loadbalancers
         else None
     )

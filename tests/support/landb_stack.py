@@ -16,7 +16,7 @@ import httpx
 
 from landb_simulator import ClientConfig
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.backends import Ports
 from landb_webhook.config import Settings
