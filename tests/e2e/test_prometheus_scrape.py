@@ -10,13 +10,16 @@ seconds) through a walk like the demo's, against the simulator and its LanDB DNS
 4. a wrong selector: ``serve`` restarted with ``LANDB_INGRESS_SELECTOR=role=ingres``: no ingress node, and
    the loop's creates are refused.
 
-Prometheus' API then says which alerts fire: exactly the expected ones. Waits are conditions with
+Prometheus' API then says which alerts fire: exactly the expected ones. Every query of the Grafana dashboard
+(deploy/grafana/landb-webhook.json) returns data from the same Prometheus, and its variables find the walk's
+namespace and pod. Waits are conditions with
 deadlines; Prometheus, ``serve`` and the simulator are stopped by the fixture.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -28,6 +31,7 @@ from landb_simulator import Simulator, seed_cluster
 from landb_simulator.external_dns import HttpLoop, create_with_claim, loop_over_http
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.webhook.wire import MEDIA_TYPE
+from support.grafana import queries, variables
 from support.prometheus import PrometheusTools, RunningPrometheus, Target, running_prometheus, write_rule_file
 from support.waiting import eventually
 
@@ -217,3 +221,39 @@ def test_prometheus_fires_exactly_the_alerts_the_walk_should_raise(walked: Walke
     report = sorted(firing(prometheus))
     print("\n".join(f"firing: {alert} {labels}" for alert, labels in report))  # the issue's note quotes it
     assert report == sorted(EXPECTED_FIRING)
+
+
+# -- the dashboard -------------------------------------------------------------------------------------
+
+
+def substituted(expr: str) -> str:
+    """A panel's query as Grafana sends it for the walk's namespace and pod over the last ten minutes."""
+    for variable, replacement in (
+        ("$__rate_interval", "5m"),
+        ("$namespace", NAMESPACE),
+        ("$pod", POD),
+    ):
+        expr = expr.replace(variable, replacement)
+    assert "$" not in expr, f"a variable left unsubstituted: {expr}"
+    return expr
+
+
+def test_every_dashboard_query_returns_data_from_the_walk(walked: Walked) -> None:
+    """A panel naming a series the webhook never exports (or a label value it never gives) is empty."""
+    asked = [(title, substituted(expr)) for title, expr in queries()]
+    empty = [(title, expr) for title, expr in asked if not walked.prometheus.query(expr)]
+
+    assert len(queries()) >= 20
+    assert empty == []
+
+
+def test_the_dashboard_variables_find_the_walks_namespace_and_pod(walked: Walked) -> None:
+    """``label_values(metric{...}, label)``, as Grafana's Prometheus data source asks it: the label values
+    API, restricted to the series the selector matches."""
+    found = {}
+    for name in ("namespace", "pod"):
+        match = re.fullmatch(r"label_values\((.+), (\w+)\)", variables()[name]["definition"])
+        assert match is not None, variables()[name]
+        found[name] = walked.prometheus.api(f"label/{match[2]}/values", **{"match[]": substituted(match[1])})
+
+    assert found == {"namespace": [NAMESPACE], "pod": [POD]}

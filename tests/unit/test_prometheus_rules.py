@@ -22,6 +22,7 @@ from landb_webhook.landb.propagation import Alias, Answer, NoAnswer, NoName
 from landb_webhook.metrics import PREFIX, Metrics
 from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.provider.publications import PublicationLog
+from support.metrics import exportable_series
 from support.prometheus import RULES, PrometheusTools, promtool, rules, write_rule_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,17 +34,6 @@ MATCHER = re.compile(r"\b([a-z_]+)\{([^}]*)\}")
 LABEL_MATCH = re.compile(r'(\w+)(=|!=)"([^"]*)"')
 
 
-def exported_series(registry: CollectorRegistry) -> set[str]:
-    """Every series name the registry can export, labelled or not."""
-    names = set()
-    for family in registry.collect():
-        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(
-            family.type, ("",)
-        )
-        names |= {family.name + suffix for suffix in suffixes}
-    return names
-
-
 def fresh_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     Metrics.create(registry, process_metrics=False)
@@ -51,7 +41,7 @@ def fresh_registry() -> CollectorRegistry:
 
 
 def test_every_series_an_alert_reads_is_one_the_webhook_exports() -> None:
-    exported = exported_series(fresh_registry())
+    exported = exportable_series()
     read = {
         name for rule in rules() for name in SERIES.findall(rule["expr"]) if name.startswith(f"{PREFIX}_")
     }
