@@ -38,7 +38,7 @@ every process the tests start inherits this one."""
 STEPS = ("e2e-tools", "prometheus-tools", "kube-tools", "deploy-tools")
 """The Makefile targets scripts/build-tools.sh runs, in its order. external-dns first: its 20 e2e tests are
 the longest group to run once it is there, and they run while prometheus, etcd and kube-apiserver (most of
-the build) are built. prometheus and promtool next (about 4.5 CPU-minutes): their tests (promtool's, the
+the build) are built. prometheus and promtool next (about 6 CPU-minutes): their tests (promtool's, the
 scrape of ``serve``: 2 or 3 minutes) run while etcd and kube-apiserver build, so they add no wait at the
 end; anywhere before the last step their build adds the same CPU time, and last it would leave their tests
 after everything. helm last (3 CPU-minutes), built while the ~75 tests needing the API server run: what is
