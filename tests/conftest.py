@@ -21,6 +21,7 @@ from landb_simulator import ClientConfig, Simulator
 from landb_simulator.identity import DOMAIN_NAME, PROJECT_NAME
 from support.kube_apiserver import KubeApiServer, locate_binaries, running_kube_apiserver
 from support.logging_state import restored_logging
+from support.prometheus import PrometheusTools, locate_prometheus_tools
 from support.tool_builds import announced_builds, describe_builds, order_by_tool_builds, skip_unless_built
 
 settings.register_profile("dev", deadline=None)
@@ -75,6 +76,17 @@ def kube_apiserver(
         pytest.skip(reason)
     with running_kube_apiserver(*binaries, workdir=tmp_path_factory.mktemp("kube-apiserver")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def prometheus_tools(pytestconfig: pytest.Config) -> PrometheusTools:
+    """The real prometheus and promtool (skipped, with the reason, when ``make prometheus-tools`` has not
+    built them). Waits for them while .ci/run builds them in the background."""
+    skip_unless_built("prometheus-tools", pytestconfig)
+    tools, reason = locate_prometheus_tools()
+    if tools is None:
+        pytest.skip(reason)
+    return tools
 
 
 @pytest.fixture
