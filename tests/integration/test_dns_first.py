@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from landb_simulator import Simulator
 from landb_simulator.kube_store import INGRESSES
+from landb_simulator.landb_zone import OtherDevice
 from landb_webhook import cli
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import State
@@ -300,3 +301,28 @@ def test_a_listed_name_dns_does_not_answer_elsewhere_is_just_written(
     assert set(carried(cluster, "plain-listed")) == set(cluster.nodes[:3])
     written = cluster.eventually(lambda: notes(cluster.sim, "Written").get("plain-listed"), what="Written")
     assert "taking over" not in written
+
+
+def test_the_simulated_landb_shows_a_refusal_then_a_take_over(
+    make_cluster: Any, simulator: Simulator
+) -> None:
+    """The simulator's own LanDB DNS holding another device's name (``--other-device``): refused, then
+    taken over once listed, DNS answering both after LanDB's next sync."""
+    simulator.dns.add_other_device(OtherDevice.parse(f"webfarm={OTHER_DEVICE}:shop--load-0-"))
+    simulator.dns.sync()
+    cluster = make_cluster(dns_watch=True, dns_resolvers=[simulator.dns.address], leader_election=False)
+    want(cluster, "shop")
+
+    cluster.loop()
+    refused = carried(cluster, "shop")
+    cluster.settings = cluster.settings.model_copy(
+        update={"takeover_names": ["shop.cern.ch"], "index_floor": 10}
+    )
+    cluster.restart()
+    cluster.loop()
+    answered = simulator.dns.sync().describe("shop")
+
+    assert refused == {}
+    assert sorted(carried(cluster, "shop").values()) == [10, 11, 12]
+    assert answered is not None
+    assert set(answered.split(", ")) == {OTHER_DEVICE, *node_ips(simulator, *cluster.nodes[:3])}
