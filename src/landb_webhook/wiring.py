@@ -40,7 +40,7 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
-from landb_webhook.backends import OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
+from landb_webhook.backends import NameLookup, OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, parse_resolver
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
@@ -114,6 +114,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             window_seconds=settings.removal_window,
         ),
         write_fence_margin=settings.upstream_timeout,
+        takeover_names=frozenset(settings.takeover_names),
         max_request_body=settings.max_request_body,
         ingress_selector=settings.ingress_selector,
     )
@@ -271,11 +272,15 @@ class Backends:
     """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
     load_balancers: OctaviaLoadBalancers | None = None
     """The project's Octavia load balancers, on Nova's OpenStack session; None: LANDB_LOADBALANCERS off."""
+    names: NameLookup | None = None
+    """DNS, asked before a name's first write (the DNS watch's resolvers); None: LANDB_DNS_WATCH=false."""
 
     @cached_property
     def ports(self) -> Ports:
         """The same adapters as the provider and ``status`` see them: by their Protocols, passed whole."""
-        return Ports(self.nodes, self.servers, self.ownership, self.state, self.load_balancers)
+        return Ports(
+            self.nodes, self.servers, self.ownership, self.state, self.load_balancers, names=self.names
+        )
 
 
 def build_backends(
@@ -315,7 +320,8 @@ def build_backends(
         if settings.loadbalancers
         else None
     )
-    ports = Backends(nodes, servers, ownership, state, load_balancers)
+    names = dns_resolver(settings) if settings.dns_watch else None
+    ports = Backends(nodes, servers, ownership, state, load_balancers, names)
     return ports, Resources(nodes=nodes, servers=servers, ownership=ownership, load_balancers=load_balancers)
 
 
@@ -361,6 +367,15 @@ def build_provider(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
             consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",
         )
+    if not settings.dns_watch:
+        log.warning(
+            "DNS watch off: a name is written without asking DNS first whether another device publishes it",
+            consequence="an Ingress asking for a name another device holds in LanDB joins its round robin "
+            "at LanDB's next sync; nothing says so",
+            hint=f"set {ENV_PREFIX}DNS_WATCH=true (and {ENV_PREFIX}DNS_RESOLVERS) to have new names checked",
+        )
+    elif settings.takeover_names:
+        log.info("names taken over even where DNS answers them elsewhere", names=settings.takeover_names)
     lease = None
     if settings.leader_election:
         lease = lease_elector(settings, api_client_for(settings.kubeconfig))
@@ -428,6 +443,7 @@ def dns_watch(
         queries_per_second=settings.dns_queries_per_second,
         recheck_period=settings.dns_recheck_period,
         sync_period=settings.landb_sync_period,
+        takeover_names=frozenset(settings.takeover_names),
     )
     return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock, events=events)
 
@@ -504,5 +520,8 @@ def check_dns(
     except UpstreamError as error:
         log.warning("webhook state not read: DNS judged without the write times", reason=error.reason)
     published = published_in(status, stored)
+    published = {
+        name: replace(found, taking_over=name in settings.takeover_names) for name, found in published.items()
+    }
     judgements = ask_once(published, resolver, now=clock(), sync_period=settings.landb_sync_period)
     return DnsCheck(judgements, published, clock(), resolver.where)

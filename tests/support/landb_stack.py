@@ -38,6 +38,7 @@ def simulator_settings(config: ClientConfig, **overrides: Any) -> Settings:
         "ownership_store": "configmap",
         "ownership_namespace": OWNERSHIP_NAMESPACE,
         "inventory_max_age": 0,
+        "dns_watch": False,  # no resolver but a loopback one (a new name is looked up before its write)
         **overrides,
     }
     return Settings(**values)
