@@ -135,6 +135,11 @@ REFUSAL_HINTS = {
     "removal_guard": "too many names would leave DNS at once; the operator decides "
     "(LANDB_ALLOW_MASS_REMOVAL)",
     "write_failed": "a write did not land; the next loop tries again",
+    "owned_elsewhere": "another resource holds the name: pick another name, or ask its owner to give it up "
+    "(delete it from their object)",
+    "foreign_load_balancer": "a name goes only to a load balancer of a Service of its owner's namespace: "
+    "point the target at your own, or ask the operator to share it (LANDB_SHARED_LOAD_BALANCERS)",
+    "too_many_names": "ask for fewer names, or ask the operator to raise the cap",
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
 _INVALID_HINT = "this host cannot be a LanDB alias: change it"
