@@ -99,6 +99,10 @@ def test_another_namespaces_load_balancer_merged_into_an_owned_name_never_moves_
         in note
     )
     assert counted(cluster.metrics, "dropped_endpoints_total", reason="foreign_load_balancer") >= 1
+    events = cluster.resources.events
+    assert events is not None
+    cluster.eventually(events.idle, what="every event written")
+    assert refusals(cluster.sim, "team-a") == {}  # its name stayed as it was: nothing to tell its owner
 
 
 def test_a_name_of_nobody_goes_to_a_load_balancer_of_its_own_namespace_only(cluster: Cluster) -> None:

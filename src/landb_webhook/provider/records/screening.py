@@ -160,7 +160,14 @@ def foreign_targets(
             + (f"the name is owned by {owner}" if owner else f"{asker} may not publish on it")
         )
         context.metrics.dropped_endpoints_total.labels(reason="foreign_load_balancer").inc()
-        told = [Endpoint(endpoint.dns_name, "A", labels=((RESOURCE_LABEL, asker),))] if asker else []
+        # The owner asking with other targets left keeps its name as it was: a target someone else merged
+        # in is no news to it (and "not published" would be false); anyone else hears it.
+        keeps = asker == owner and any(t.strip() not in addresses for t in endpoint.targets)
+        told = (
+            [Endpoint(endpoint.dns_name, "A", labels=((RESOURCE_LABEL, asker),))]
+            if asker and not keeps
+            else []
+        )
         if served is not None and served[0] != namespace_of(asker):
             service = f"service/{served[0]}/{served[1]}"
             told.append(Endpoint(endpoint.dns_name, "A", labels=((RESOURCE_LABEL, service),)))
