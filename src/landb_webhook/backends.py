@@ -157,6 +157,9 @@ class LoadBalancer:
     floating_ips: tuple[str, ...] = ()
     """The floating IPs on the VIP's port (Neutron)."""
     tags: tuple[str, ...] = ()
+    description: str = ""
+    """What its maker wrote about it: the cloud controller manager names the Service it serves
+    (provider.ownership.tenancy ``service_of``)."""
 
     @property
     def addresses(self) -> tuple[str, ...]:

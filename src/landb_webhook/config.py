@@ -53,6 +53,13 @@ creating half as many with their claims (``python -m bench.body_memory --endpoin
 (175 before the first request); 16 MiB of names (101,066) 469 MiB without the limit, 270 with it
 (refused, counted before decoding: webhook/wire.py ``endpoints_over``), under the chart's 384 MiB."""
 
+DEFAULT_MAX_NAMES_PER_RESOURCE = 200
+"""Names one Ingress or Service may ask for (LANDB_MAX_NAMES_PER_RESOURCE): far above any real Ingress's
+hosts, far below what would crowd out other teams (provider.ownership.tenancy, rule 1)."""
+DEFAULT_MAX_NAMES_PER_NAMESPACE = 1_000
+"""Names the resources of one namespace may ask for together (LANDB_MAX_NAMES_PER_NAMESPACE): half of what
+one server's metadata quota holds (2,057 names)."""
+
 
 def flag_and_variable(field: str) -> str:
     """How an operator names a setting: ``--api-port (LANDB_API_PORT)``."""
@@ -241,6 +248,28 @@ class Settings(BaseSettings):
         "(needs Octavia read and tag rights); false: load balancers are never read or written.",
     )
 
+    shared_load_balancers: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Load balancers (names or ids, comma-separated) any namespace may publish names on. "
+        "Otherwise a name goes to a load balancer only when the cloud controller manager made it for a "
+        "Service of the namespace of the name's owner (or of its asker, for a new name): "
+        "`kube_service_<cluster>_<namespace>_<service>`.",
+    )
+
+    # Tenants (namespaces)
+    max_names_per_resource: int = Field(
+        DEFAULT_MAX_NAMES_PER_RESOURCE,
+        ge=1,
+        description="Names one Ingress, Service or other resource may ask for; past it, the rest are "
+        "dropped from AdjustEndpoints (the names it owns kept first) with a Refused event on the object.",
+    )
+    max_names_per_namespace: int = Field(
+        DEFAULT_MAX_NAMES_PER_NAMESPACE,
+        ge=1,
+        description="Names the resources of one namespace may ask for together; past it, the excess of "
+        "its largest requester is dropped, with a Refused event on that object.",
+    )
+
     # Safety
     max_removal_share: float = Field(
         0.5,
@@ -413,7 +442,14 @@ class Settings(BaseSettings):
             parse_resolver(resolver)  # InvalidResolver is a ValueError naming the bad one
         return value
 
-    @field_validator("domain_filter", "api_allowed_hosts", "dns_resolvers", "takeover_names", mode="before")
+    @field_validator(
+        "domain_filter",
+        "api_allowed_hosts",
+        "dns_resolvers",
+        "takeover_names",
+        "shared_load_balancers",
+        mode="before",
+    )
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         """Accept ``a.ch,b.org`` (env and flags) and a JSON list, as pydantic-settings users expect."""

@@ -41,3 +41,13 @@ class Changes:
 class DomainFilter:
     include: tuple[str, ...] = field(default_factory=tuple)
     exclude: tuple[str, ...] = field(default_factory=tuple)
+
+    def matches(self, dns_name: str) -> bool:
+        """Whether external-dns' domain filter keeps ``dns_name``: under an included suffix (or no suffix
+        included) and under no excluded one."""
+        name = dns_name.strip().rstrip(".").lower()
+
+        def under(suffixes: tuple[str, ...]) -> bool:
+            return any(name == suffix or name.endswith("." + suffix) for suffix in suffixes)
+
+        return (not self.include or under(self.include)) and not under(self.exclude)

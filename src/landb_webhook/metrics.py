@@ -64,6 +64,7 @@ REFUSAL_REASONS = (
     "not_the_writer",
     "writer_lease_lost",
     "dns_elsewhere",
+    "foreign_load_balancer",
 )
 """``refused_changes_total`` reasons: the provider's own, plus landb.plan's Refusal kinds (``capacity`` is
 counted as ``plan``). tests/unit/test_webhook_metrics.py checks the code uses no other."""
@@ -78,6 +79,12 @@ DROP_REASONS = (
     "multi_label",
     "load_marker",
     "frozen_alias",
+    "owned_elsewhere",
+    "foreign_load_balancer",
+    "resource_cap",
+    "namespace_cap",
+    "request_cap",
+    "outside_domain_filter",
 )
 """``dropped_endpoints_total`` reasons: the provider's own, plus landb.names' InvalidName kinds."""
 ALIAS_OWNERSHIP = ("owned", "unowned")

@@ -116,6 +116,9 @@ def provider_options(settings: Settings) -> ProviderOptions:
         write_fence_margin=settings.upstream_timeout,
         takeover_names=frozenset(settings.takeover_names),
         max_request_body=settings.max_request_body,
+        max_names_per_resource=settings.max_names_per_resource,
+        max_names_per_namespace=settings.max_names_per_namespace,
+        shared_load_balancers=frozenset(settings.shared_load_balancers),
         ingress_selector=settings.ingress_selector,
     )
 

@@ -152,11 +152,14 @@ class IngressWorld:
 
     # -- the cluster -----------------------------------------------------------------------------------
 
-    def add_ingress(self, name: str, host: str, annotations: Mapping[str, str] | None = None) -> None:
-        """An Ingress as an application team writes it, for the cluster's nginx IngressClass."""
+    def add_ingress(
+        self, name: str, host: str, annotations: Mapping[str, str] | None = None, *, namespace: str = ""
+    ) -> None:
+        """An Ingress as an application team writes it, for the cluster's nginx IngressClass (in
+        ``namespace``, by default the applications' one)."""
         backend = {"service": {"name": name, "port": {"number": 80}}}
         self.networking.create_namespaced_ingress(
-            self.apps_namespace,
+            namespace or self.apps_namespace,
             {
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "Ingress",

@@ -48,7 +48,7 @@ class EventsWorld(ServicesWorld):
         }
         super().__init__(server, simulator, external_dns, workdir, watch)
         self.extra_flags = ["--events-emit=RecordReady", "--events-emit=RecordError"]
-        self.state.octavia.add_load_balancer("kube_service_apps_shop", VIP)
+        self.state.octavia.add_load_balancer(f"kube_service_landb-e2e_{self.apps_namespace}_shop", VIP)
         read = ["get", "list", "watch"]
         server.apply(
             [

@@ -33,7 +33,9 @@ class ServiceWorld(ServicesWorld):
         self, server: KubeApiServer, simulator: Simulator, external_dns: Path, workdir: Path
     ) -> None:
         super().__init__(server, simulator, external_dns, workdir)
-        self.lb = self.state.octavia.add_load_balancer(OTHER_TAG, VIP, tags=[OTHER_TAG])
+        # named as the cloud controller manager names it: for a Service of the applications' namespace
+        name = f"kube_service_landb-e2e_{self.apps_namespace}_shop"
+        self.lb = self.state.octavia.add_load_balancer(name, VIP, tags=[OTHER_TAG])
 
     def delete_service(self, name: str) -> None:
         self.core.delete_namespaced_service(name, self.apps_namespace)

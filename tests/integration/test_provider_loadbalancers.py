@@ -267,7 +267,7 @@ def test_octavia_and_neutron_calls_per_loop(make_cluster: Any, lbs: LoadBalancer
     octavia = lbs.sim.state.octavia
     addresses = [f"188.184.31.{i}" for i in range(20)]
     for i, address in enumerate(addresses):
-        octavia.add_load_balancer(f"lb{i}", address)
+        octavia.add_load_balancer(f"kube_service_cluster_default_svc{i}", address)
     more = [service(f"svc{i}.cern.ch", address) for i, address in enumerate(addresses)]
     cluster = make_cluster(inventory_max_age=30)
     cluster.desired = [

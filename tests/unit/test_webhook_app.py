@@ -23,10 +23,10 @@ from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import Readiness, WebhookProvider
-from landb_webhook.webhook.api import create_api_app
+from landb_webhook.webhook.api import create_api_app, decode_within
 from landb_webhook.webhook.liveness import CallProgress
 from landb_webhook.webhook.server import HttpServers, api_limits, bind_listener, listener_url
-from landb_webhook.webhook.wire import MEDIA_TYPE, encode_changes
+from landb_webhook.webhook.wire import MEDIA_TYPE, decode_changes, encode_changes
 from support.logging_state import restored_logging
 from support.memory_provider import InMemoryProvider
 from support.metrics import counted
@@ -388,43 +388,91 @@ GO_STYLE_KEYS = ("Create", "UpdateOld", "UpdateNew", "Delete")
 """Another spelling Go's decoder takes: the forgiving decoder reads it, and its result is counted."""
 
 
+def owned_by(
+    resource: str, count: int, start: int = 0, domain: str = "foo.bar.com"
+) -> list[dict[str, object]]:
+    """``count`` endpoints of distinct names asked by ``resource``, as external-dns encodes them."""
+    return [
+        {
+            "dnsName": f"n{index:06d}.{domain}",
+            "recordType": "A",
+            "targets": ["192.0.2.1"],
+            "labels": {"resource": resource},
+        }
+        for index in range(start, start + count)
+    ]
+
+
 @pytest.mark.parametrize(
     ("path", "keys"),
     [("/records", EXTERNAL_DNS_KEYS), ("/records", GO_STYLE_KEYS), ("/adjustendpoints", ())],
 )
-def test_more_endpoints_than_the_limit_are_a_503_naming_the_setting_and_reach_no_provider(
+def test_more_endpoints_than_the_limit_are_cut_to_it_not_refused(
     webhook: Webhook, provider: UnreliableProvider, path: str, keys: tuple[str, ...]
 ) -> None:
-    before = counted(webhook.metrics, "rejected_requests_total", reason="too_many_endpoints")
+    """Names outside the domain filter go first, uncounted; the rest still over the limit is cut from the
+    largest requester: never a 503, which would stop external-dns' loop for every namespace."""
+    body = over_the_endpoint_limit(path, keys)
+    before = counted(webhook.metrics, "dropped_endpoints_total", reason="outside_domain_filter")
 
     with capture_logs() as logs:
-        reply = webhook.api.post(path, content=over_the_endpoint_limit(path, keys))
+        reply = webhook.api.post(path, content=body)
 
-    assert reply.status_code == 503  # not a 4xx: external-dns would exit
-    error = reply.json()["error"]
-    assert "LANDB_MAX_REQUEST_ENDPOINTS" in error
-    assert f"{DEFAULT_MAX_REQUEST_ENDPOINTS + 1} endpoints" in error
-    assert provider.remote_calls == []
-    assert counted(webhook.metrics, "rejected_requests_total", reason="too_many_endpoints") == before + 1
-    [line] = [entry for entry in logs if entry["event"] == "request body refused: too many endpoints"]
-    assert (line["endpoints"], line["limit"]) == (
-        DEFAULT_MAX_REQUEST_ENDPOINTS + 1,
+    assert reply.status_code == (200 if path == "/adjustendpoints" else 204)
+    assert counted(webhook.metrics, "dropped_endpoints_total", reason="outside_domain_filter") == before + (
+        DEFAULT_MAX_REQUEST_ENDPOINTS + 1
+    )
+    assert not [entry for entry in logs if entry["event"].startswith("request body refused")]
+
+
+def test_past_the_limit_the_largest_requester_loses_its_excess_and_the_others_reach_the_provider(
+    webhook: Webhook, provider: UnreliableProvider
+) -> None:
+    team_b = owned_by("ingress/team-b/grab", DEFAULT_MAX_REQUEST_ENDPOINTS + 1)
+    team_a = owned_by("ingress/team-a/site", 2, start=DEFAULT_MAX_REQUEST_ENDPOINTS + 1)
+    before = counted(webhook.metrics, "dropped_endpoints_total", reason="request_cap")
+
+    with capture_logs() as logs:
+        reply = webhook.api.post("/adjustendpoints", content=json.dumps([*team_b, *team_a]).encode())
+
+    assert reply.status_code == 200
+    names = [endpoint["dnsName"] for endpoint in reply.json()]
+    assert len(names) == DEFAULT_MAX_REQUEST_ENDPOINTS
+    assert {"n010001.foo.bar.com", "n010002.foo.bar.com"} <= set(names)  # team-a's, after team-b's
+    assert counted(webhook.metrics, "dropped_endpoints_total", reason="request_cap") == before + 3
+    [line] = [entry for entry in logs if entry["event"].startswith("endpoints dropped: the request is over")]
+    assert (line["resource"], line["dropped"], line["limit"]) == (
+        "ingress/team-b/grab",
+        3,
         DEFAULT_MAX_REQUEST_ENDPOINTS,
     )
     assert "LANDB_MAX_REQUEST_ENDPOINTS" in line["setting"]
 
 
-def test_too_many_endpoints_are_counted_before_they_are_decoded(webhook: Webhook) -> None:
-    """Decoding 16 MiB of names alone would take ``serve`` past the chart's memory limit: a body in
-    external-dns' spelling is counted first, so one with a member of the wrong type is refused for its
-    count (503), not for its shape (400), which decoding would find."""
-    endpoints = numbered(DEFAULT_MAX_REQUEST_ENDPOINTS + 1)
+def test_an_update_cut_past_the_limit_loses_both_sides() -> None:
+    half = DEFAULT_MAX_REQUEST_ENDPOINTS // 2
+    old = owned_by("ingress/team-b/grab", half + 1)
+    new = [{**endpoint, "targets": ["192.0.2.2"]} for endpoint in old]
+    creates = owned_by("ingress/team-a/site", 1, start=half + 1)
+    body = {"create": creates, "updateOld": old, "updateNew": new}
+
+    changes, cuts = decode_within(decode_changes, json.dumps(body).encode(), DEFAULT_MAX_REQUEST_ENDPOINTS)
+
+    assert len(changes.update_old) == len(changes.update_new) == half - 1
+    assert [e.dns_name for e in changes.update_old] == [e.dns_name for e in changes.update_new]
+    assert len(changes.create) == 1
+    assert [(c.requester, c.dropped) for c in cuts] == [("ingress/team-b/grab", 4)]
+
+
+def test_too_many_endpoints_are_cut_before_they_are_decoded(webhook: Webhook) -> None:
+    """Decoding 16 MiB of names alone would take ``serve`` past the chart's memory limit: the cut reads
+    the body element by element, and what it drops is never decoded (a wrong member there is not seen)."""
+    endpoints = owned_by("ingress/team-b/grab", DEFAULT_MAX_REQUEST_ENDPOINTS + 1)
     endpoints[-1]["targets"] = 5
 
     reply = webhook.api.post("/records", content=json.dumps({"create": endpoints}).encode())
 
-    assert reply.status_code == 503
-    assert "LANDB_MAX_REQUEST_ENDPOINTS" in reply.json()["error"]
+    assert reply.status_code == 204
 
 
 def test_a_request_of_exactly_the_endpoint_limit_reaches_the_provider(

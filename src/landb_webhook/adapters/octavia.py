@@ -103,6 +103,7 @@ class OctaviaLoadBalancers:
                 vip_address=lb.vip_address,
                 floating_ips=tuple(sorted(floating.get(port_id or "", ()))),
                 tags=lb.tags,
+                description=lb.description,
             )
             for lb, port_id in found
         ]
@@ -185,6 +186,7 @@ def _value_of(lb: Any) -> LoadBalancer:
         name=str(lb.name or ""),
         vip_address=str(lb.vip_address or ""),
         tags=tuple(str(tag) for tag in lb.tags or ()),
+        description=str(lb.description or ""),
     )
 
 

@@ -42,6 +42,12 @@ class ProviderOptions:
     """LANDB_INGRESS_SELECTOR as given: named by the lines that say no node matches it."""
     takeover_names: frozenset[str] = frozenset()
     """LANDB_TAKEOVER_NAMES: DNS names written although DNS answers them elsewhere (provider.first_look)."""
+    max_names_per_resource: int = 200
+    """LANDB_MAX_NAMES_PER_RESOURCE (config.DEFAULT_MAX_NAMES_PER_RESOURCE; provider.ownership.tenancy)."""
+    max_names_per_namespace: int = 1_000
+    """LANDB_MAX_NAMES_PER_NAMESPACE (config.DEFAULT_MAX_NAMES_PER_NAMESPACE)."""
+    shared_load_balancers: frozenset[str] = frozenset()
+    """Load balancers (names or ids) any namespace may publish on (provider.ownership.tenancy, rule 3)."""
     max_request_body: int | None = None
     """The HTTP layer's largest request body (LANDB_MAX_REQUEST_BODY): Records says when the ApplyChanges
     of a node joining or leaving would not fit it. None: not said."""

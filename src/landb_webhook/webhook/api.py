@@ -16,11 +16,13 @@ guarantees, because external-dns exits on anything else (see docs/reference.md):
 Two refusals are 4xx on purpose, and a correctly wired external-dns never meets them (it exits on any
 4xx): a request whose Host is not loopback or allowed (421: a web page reached through DNS rebinding
 names its own host), and a POST without the webhook media type (415: external-dns always sends it; a
-page's form or ``fetch`` without a preflight cannot). A body over ``max_body_bytes``, or one that
-decodes to more than ``max_endpoints`` endpoints, is a 503 naming the setting, not a 413: a real
-external-dns of a cluster grown past the limit keeps running and retrying (its log says what to raise)
-instead of crash-looping, and a body of too many names is refused before the provider's work on them
-would take the process past its memory limit. external-dns' bodies decode at ~2x their size
+page's form or ``fetch`` without a preflight cannot). A body over ``max_body_bytes`` is a 503 naming the
+setting, not a 413: a real external-dns of a cluster grown past the limit keeps running and retrying (its
+log says what to raise) instead of crash-looping. A body of more than ``max_endpoints`` endpoints is cut
+to the limit before it is decoded (webhook.bounded: names outside the domain filter, then the excess of
+the largest requester), not refused: one namespace's Ingress of 10,001 names would otherwise fail every
+external-dns loop of the cluster, and the provider's work on them would take the process past its memory
+limit. external-dns' bodies decode at ~2x their size
 (webhook/wire.py); the default limits hold the ApplyChanges of a node joining any cluster of the
 chart's memory envelope (config.DEFAULT_MAX_REQUEST_BODY, config.DEFAULT_MAX_REQUEST_ENDPOINTS).
 """
@@ -33,7 +35,7 @@ import contextlib
 import ipaddress
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
@@ -51,6 +53,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.logs import RepeatLimitedLog, get_logger, redact_text
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import ApplyError, ApplyRefused, Readiness, WebhookProvider
+from landb_webhook.webhook.bounded import Cut, cut_body
 from landb_webhook.webhook.liveness import STALL_AFTER_DEADLINES, CallProgress
 from landb_webhook.webhook.wire import (
     MEDIA_TYPE,
@@ -70,6 +73,8 @@ _log = get_logger(__name__)
 _access_log = get_logger("landb_webhook.access")
 _refusal_log = RepeatLimitedLog(_log)
 """Requests refused for their Host or media type, said once per period per value: they may be a flood."""
+_cut_log = RepeatLimitedLog(_log)
+"""Requests cut to the endpoint limit, said once per period per requester."""
 
 DEFAULT_REQUEST_TIMEOUT = 10.0
 APPLY_DRAIN_SECONDS = 20.0
@@ -156,11 +161,22 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(chunks)
 
 
-def decode_within(decode: Callable[[bytes], Decoded], body: bytes, limit: int) -> Decoded:
-    """``decode(body)``, or TooManyEndpoints when it holds more than ``limit`` endpoints (ApplyChanges:
-    its four lists together): counted before the decoding when the body is in external-dns' spelling
-    (decoding 16 MiB of names alone would take ``serve`` past the chart's memory limit), after it
-    otherwise; either way before the provider. Called in the thread that decodes."""
+def decode_within(
+    decode: Callable[[bytes], Decoded],
+    body: bytes,
+    limit: int,
+    in_domain: Callable[[str], bool] = lambda name: True,
+) -> tuple[Decoded, list[Cut]]:
+    """``decode(body)`` of at most ``limit`` endpoints (ApplyChanges: its four lists together), and what
+    each requester lost: a body of more is cut before it is decoded (webhook.bounded: the names outside
+    the domain filter, then the excess of the largest requester), since decoding 16 MiB of names alone
+    would take ``serve`` past the chart's memory limit. Only a body the cut cannot read and the decoder
+    can is refused (TooManyEndpoints). Called in the thread that decodes."""
+    cuts: list[Cut] = []
+    if body.count(b"{") > limit:  # fewer objects than the limit: not read twice
+        cut = cut_body(body, limit, in_domain)
+        if cut is not None:
+            body, cuts = cut
     over = endpoints_over(body, limit)
     if over is not None:
         raise TooManyEndpoints(over, limit)
@@ -168,7 +184,25 @@ def decode_within(decode: Callable[[bytes], Decoded], body: bytes, limit: int) -
     count = endpoint_count(decoded)
     if count > limit:
         raise TooManyEndpoints(count, limit)
-    return decoded
+    return decoded, cuts
+
+
+def say_cuts(cuts: Sequence[Cut], metrics: Metrics, limit: int, path: str) -> None:
+    """One line per requester cut (at most once per period each) and the dropped endpoints counted."""
+    for cut in cuts:
+        metrics.dropped_endpoints_total.labels(reason=cut.reason).inc(cut.dropped)
+        if cut.reason == "outside_domain_filter":
+            continue
+        _cut_log.warning(
+            (cut.requester, path),
+            "endpoints dropped: the request is over the endpoint limit, the largest requester's excess "
+            "is not read",
+            path=path,
+            resource=cut.requester or "(none)",
+            dropped=cut.dropped,
+            limit=limit,
+            setting=MAX_ENDPOINTS_SETTING,
+        )
 
 
 @contextlib.asynccontextmanager
@@ -500,7 +534,9 @@ def create_api_app(
         return _json(reply)
 
     def adjusted(body: bytes) -> tuple[int, int, bytes]:
-        desired = decode_within(decode_endpoints, body, max_endpoints)
+        in_domain = provider.domain_filter().matches  # from memory (negotiation's answer)
+        desired, cuts = decode_within(decode_endpoints, body, max_endpoints, in_domain)
+        say_cuts(cuts, metrics, max_endpoints, "/adjustendpoints")
         result = provider.adjust_endpoints(desired)
         return len(desired), len(result), encode_endpoints(result)
 
@@ -514,7 +550,15 @@ def create_api_app(
     async def apply_changes(request: Request) -> Response:
         answer_by = calls.answer_by()
         body = await calls.body(request, max_body_bytes, answer_by)
-        changes = await calls.read(decode_within, decode_changes, body, max_endpoints, answer_by=answer_by)
+        changes, cuts = await calls.read(
+            decode_within,
+            decode_changes,
+            body,
+            max_endpoints,
+            provider.domain_filter().matches,
+            answer_by=answer_by,
+        )
+        say_cuts(cuts, metrics, max_endpoints, "/records")
         _note(
             request,
             create=len(changes.create),

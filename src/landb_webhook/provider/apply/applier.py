@@ -96,6 +96,7 @@ from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, met
 from landb_webhook.provider.apply.executor import PlanExecutor, WriteFailure
 from landb_webhook.provider.apply.fence import UNFENCED, WriteFence, WriterLeaseLost
 from landb_webhook.provider.apply.first_look import NOTHING_FOUND, DnsFirst
+from landb_webhook.provider.apply.foreign import foreign_homes
 from landb_webhook.provider.apply.kept_state import KeptState
 from landb_webhook.provider.apply.loadbalancers import (
     NO_TAG_WRITES,
@@ -303,15 +304,15 @@ class Applier:
         gated = self._claims.gate(changes, inventory, claim_records, tagged=load_balancers.carriers().keys())
         publish, withdraw, refused = gated.publish, gated.withdraw, gated.refused
         carried_or_wanted = inventory.carriers().keys() | load_balancers.carriers().keys() | publish
-        homes, beside_plain_homes = self._routed_to_load_balancers(
-            changes, publish, inventory, load_balancers, refused
+        homes, beside_plain_homes, foreign = self._routed_to_load_balancers(
+            changes, publish, inventory, load_balancers, refused, claims=claim_records
         )
 
         # 2. ... then DNS first: a new name DNS answers for another device is refused, one it is silent
         # about held back; neither is written nor claimed, and neither fails the apply (external-dns asks
         # again next loop).
         first, publish, homes = self._ask_dns_first(
-            publish - beside_plain_homes, homes, claims_before, inventory, load_balancers
+            publish - beside_plain_homes - foreign.keys(), homes, claims_before, inventory, load_balancers
         )
 
         # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
@@ -422,9 +423,8 @@ class Applier:
             homes,
             written=(publish - unfinished) & landed_labels,
             removed=(withdraw & carried_before) - unfinished,
-            refused=self._refused_by_label(
-                gated.not_owned, beside_plain_homes, plan, outcome.failed_labels()
-            ),
+            refused=self._refused_by_label(gated.not_owned, beside_plain_homes, plan, outcome.failed_labels())
+            | {label: ("foreign_load_balancer", why) for label, why in foreign.items()},
             first=first,
         )
         self._finish(outcome, refused + outcome.tags.problems(load_balancers.named))
@@ -545,9 +545,13 @@ class Applier:
         inventory: Inventory,
         load_balancers: LoadBalancers,
         refused: list[str],
-    ) -> tuple[dict[str, frozenset[str]], set[str]]:
-        """The names to publish on load balancers (name -> their ids), and those refused because LanDB
-        holds them as a plain alias (appended to ``refused``): one name cannot be a CNAME and A records."""
+        *,
+        claims: Sequence[Endpoint],
+    ) -> tuple[dict[str, frozenset[str]], set[str], dict[str, str]]:
+        """The names to publish on load balancers (name -> their ids), those refused because LanDB
+        holds them as a plain alias (one name cannot be a CNAME and A records), and those refused (-> why)
+        because a load balancer is another namespace's (provider.apply.foreign); both appended to
+        ``refused``."""
         context = self._context
 
         def published_label(endpoint: Endpoint) -> str | None:
@@ -567,7 +571,10 @@ class Applier:
                 hosts=sorted(plain[label]),
             )
             refused.append(f"{label}: plain (CNAME) alias exists, not tagged on a load balancer")
-        return {label: ids for label, ids in homes.items() if label not in blocked}, blocked
+        foreign = foreign_homes(context, changes, homes, load_balancers, claims)
+        refused += [f"{label}: {why}" for label, why in sorted(foreign.items())]
+        kept = {label: ids for label, ids in homes.items() if label not in blocked and label not in foreign}
+        return kept, blocked, foreign
 
     # -- 5. and 8. the claims ---------------------------------------------------------------
 

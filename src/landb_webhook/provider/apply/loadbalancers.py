@@ -80,6 +80,10 @@ class LoadBalancers:
             return frozenset()
         return frozenset(lb_id for target in targets if (lb_id := self._by_address.get(target.strip())))
 
+    def of(self, lb_ids: Iterable[str]) -> list[LoadBalancer]:
+        """The load balancers of these ids, sorted by id."""
+        return [self._by_id[lb_id] for lb_id in sorted(lb_ids) if lb_id in self._by_id]
+
     def addresses_of(self, lb_ids: Iterable[str]) -> tuple[str, ...]:
         return sorted_ips(address for lb_id in lb_ids for address in self._by_id[lb_id].addresses)
 

@@ -59,6 +59,15 @@ def resource_of(txt: Endpoint) -> str | None:
     return _claim_label(txt, RESOURCE_LABEL)
 
 
+def owner_resources(records: Iterable[Endpoint]) -> dict[str, str]:
+    """Name -> the resource its claim says owns it (``ingress/<namespace>/<name>``), when it says."""
+    return {
+        owned_name(r): resource
+        for r in records
+        if is_ownership_record(r) and (resource := resource_of(r)) is not None
+    }
+
+
 def _claim_label(txt: Endpoint, key: str) -> str | None:
     if not txt.targets:
         return None

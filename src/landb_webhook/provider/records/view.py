@@ -5,6 +5,8 @@ once applied (one A record per alias, the addresses of its carriers under the ca
 holds it in a form we never edit), so a loop after an apply finds nothing to change (zero churn at rest).
 It drops, with one warning each, what can never be an alias, a name held as a plain (CNAME) alias by
 someone else, and under registry noop a name held only in forms we never edit; TXT claims pass through.
+Before all that, what the namespaces ask for is screened (provider.records.screening): one asker per
+name, its owner first; the caps per resource and per namespace; no other namespace's load balancer.
 
 Records never writes: claims left without their alias are left out (provider.claims), and the next apply
 drops them.
@@ -23,7 +25,8 @@ from landb_webhook.provider.context import Context, node_names, nodes_holding
 from landb_webhook.provider.ownership.claims import Claims
 from landb_webhook.provider.read.health import Verdict
 from landb_webhook.provider.read.inventory import Inventory, InventoryReader
-from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
+from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record, owner_resources
+from landb_webhook.provider.records.screening import foreign_targets, screen
 from landb_webhook.provider.status.problems import count_needing_attention
 from landb_webhook.provider.together import Together
 from landb_webhook.provider.watch.events import NameChange
@@ -244,14 +247,20 @@ class RecordsView:
         found, frozen = inventory.carriers(), inventory.frozen_carriers()
         plain = inventory.plain_aliases(context.options.dns_domain)
         only_frozen = context.held_only_frozen_under_noop(inventory)
+        # One asker per name (its owner first), the caps per resource and namespace (records.screening).
+        screened = screen(context, endpoints, owner_resources(self._ownership.records()))
         aliases: dict[str, Endpoint] = {}
         passed: list[Endpoint] = []
-        for endpoint in endpoints:
-            if is_ownership_record(endpoint):
-                passed.append(endpoint)
+        for asked in screened.endpoints:
+            if is_ownership_record(asked):
+                passed.append(asked)
                 continue
-            label = context.alias_label(endpoint)
+            label = context.alias_label(asked)
             if label is None or label in aliases:
+                continue
+            # A load balancer of another namespace than the owner's (or the asker's) is no home for it.
+            endpoint = foreign_targets(context, asked, screened, label, load_balancers)
+            if not endpoint.targets:
                 continue
             if label in plain and label not in found:
                 reason = (
@@ -283,7 +292,7 @@ class RecordsView:
                 targets=inventory.ips_of(carried),
                 labels=endpoint.labels,
             )
-        self._tell_held_by_others(endpoints, aliases.keys() & found.keys())
+        self._tell_held_by_others(screened.endpoints, aliases.keys() & found.keys())
         return [*(aliases[label] for label in sorted(aliases)), *passed]
 
     def _tell_held_by_others(self, endpoints: Sequence[Endpoint], carried: Set[str]) -> None:

@@ -140,6 +140,11 @@ REFUSAL_HINTS = {
     "dns_elsewhere": "another device or someone's plain alias holds the name in LanDB: pick another name; "
     "to move it to this cluster on purpose (a cluster replacing another), ask the webhook's operator to list "
     "it in LANDB_TAKEOVER_NAMES",
+    "owned_elsewhere": "another resource holds the name: pick another name, or ask its owner to give it up "
+    "(delete it from their object)",
+    "foreign_load_balancer": "a name goes only to a load balancer of a Service of its owner's namespace: "
+    "point the target at your own, or ask the operator to share it (LANDB_SHARED_LOAD_BALANCERS)",
+    "too_many_names": "ask for fewer names, or ask the operator to raise the cap",
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
 _INVALID_HINT = "this host cannot be a LanDB alias: change it"
