@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -466,3 +467,35 @@ def test_an_api_listening_beyond_loopback_without_allowed_hosts_is_warned_about(
 
     assert (problem is not None) == warned
     assert problem is None or "LANDB_API_ALLOWED_HOSTS" in problem
+
+
+@pytest.mark.parametrize("command", ["status", "adopt"])
+def test_a_one_shot_failure_before_the_secrets_are_known_prints_no_secret(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``status`` and ``adopt`` print a failure on stderr: one that comes before the credentials were read
+    (and registered for redaction by value) still shows none of them, nor a control character."""
+    password, key_data = "correct horse battery staple", "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t"
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJl"
+
+    @contextlib.contextmanager
+    def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[None]:
+        raise RuntimeError(
+            f"cannot load {{'password': '{password}', 'client-key-data': '{key_data}'}} bearer {token}\x1b[2J"
+        )
+        yield
+
+    composition_root = types.ModuleType("landb_webhook.wiring")
+    composition_root.connected_backends = connected_backends  # type: ignore[attr-defined]
+    composition_root.ownership_namespace_hint = lambda settings, error: None  # type: ignore[attr-defined]
+    composition_root.check_dns = None  # type: ignore[attr-defined]  # never reached
+    monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)
+    argv = [command, "--owner-id=c", "--all-unclaimed"] if command == "adopt" else [command]
+    with restored_logging():
+        code = main(argv)
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"landb-webhook {command}: RuntimeError: cannot load")
+    assert [secret for secret in (*password.split(), key_data, token) if secret in err] == []
+    assert "\x1b" not in err and err.count("\n") == 1
