@@ -229,6 +229,14 @@ def serve(settings: Settings) -> int:
     Raises SettingError for a setting that cannot work here (a port in use, an unusable file).
     """
     configure_logging(settings.log_level, settings.log_format)
+    if not is_loopback(host_name(settings.api_host)) and not settings.allow_unsafe_api_host:
+        raise SettingError(
+            "api_host",
+            f"{settings.api_host} is beyond loopback: the webhook API has no authentication, so any pod "
+            "reaching it could publish and remove names. external-dns calls it from the same pod "
+            f"(http://localhost:{settings.api_port}); set {flag_and_variable('allow_unsafe_api_host')} to "
+            "true to listen there anyway",
+        )
     if (problem := api_host_problem(settings)) is not None:
         _log.warning(problem)
     api_listener = _listen("api_port", settings.api_host, settings.api_port)

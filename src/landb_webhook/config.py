@@ -105,6 +105,12 @@ class Settings(BaseSettings):
         "(127.0.0.1, ::1, localhost); another Host is refused with 421, which stops a web page from "
         "driving the API through DNS rebinding. Needed only if external-dns calls it by another name.",
     )
+    allow_unsafe_api_host: bool = Field(
+        False,
+        description="Let the webhook API listen on an address beyond loopback (LANDB_API_HOST): it has no "
+        "authentication, so any pod that reaches it could publish and remove names. Without this such an "
+        "address stops `serve` (exit 2).",
+    )
     api_max_connections: int = Field(
         32,
         ge=2,
@@ -176,6 +182,12 @@ class Settings(BaseSettings):
         description="CA bundle to verify OpenStack's TLS certificates with (else clouds.yaml `cacert`, "
         "cloud.conf `ca-file`, or the system CAs); it wins over both. Verification is never turned off by "
         "the webhook.",
+    )
+    allow_unsafe_tls: bool = Field(
+        False,
+        description="Run although the kubeconfig (insecure-skip-tls-verify) or the OpenStack "
+        "configuration (verify: false, insecure: true, OS_INSECURE) turns TLS verification off: credentials "
+        "would be sent to whoever answers. Without this such a configuration stops start-up (exit 2).",
     )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."

@@ -29,6 +29,7 @@ from landb_webhook.adapters.kubeclient import (
     current_namespace,
 )
 from landb_webhook.adapters.kubeclient import secret_values as kube_secret_values
+from landb_webhook.adapters.kubeclient import verifies_tls as kube_verifies_tls
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
 from landb_webhook.adapters.lease import LeaseElector, default_identity
@@ -267,6 +268,23 @@ class Backends:
         return Ports(self.nodes, self.servers, self.ownership, self.state, self.load_balancers)
 
 
+def _refuse_unverified_tls(settings: Settings, *, kubernetes: bool, openstack: bool) -> None:
+    """A configuration that turns TLS verification off stops start-up (exit 2) unless the operator said
+    so: the credentials (a service account token, a password) would go to whoever answers."""
+    if settings.allow_unsafe_tls or (kubernetes and openstack):
+        return
+    off = [
+        *([] if kubernetes else ["of the Kubernetes API (insecure-skip-tls-verify in the kubeconfig)"]),
+        *([] if openstack else ["of OpenStack (verify: false, insecure: true or OS_INSECURE)"]),
+    ]
+    raise SettingError(
+        "allow_unsafe_tls",
+        f"TLS verification {' and '.join(off)} is off: credentials would be sent to whoever answers. Remove "
+        "that, with the CA bundle configured instead (LANDB_OS_CACERT; the kubeconfig's certificate-"
+        "authority), or set this to true to run anyway",
+    )
+
+
 def build_backends(
     settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
 ) -> tuple[Backends, Resources]:
@@ -290,6 +308,9 @@ def build_backends(
     nodes = node_source(settings, api_client, wall_clock=clock)
     servers = server_store(settings, metrics=metrics)
     register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
+    _refuse_unverified_tls(
+        settings, kubernetes=kube_verifies_tls(api_client), openstack=servers.verifies_tls()
+    )
     ownership: OwnershipStore
     state: StateStore
     if settings.ownership_store == "configmap":
