@@ -230,6 +230,12 @@ class Settings(BaseSettings):
     ownership_namespace: str | None = Field(
         None, description="Namespace of the ownership ConfigMap; unset means the pod's own namespace."
     )
+    txt_owner_id: str | None = Field(
+        None,
+        description="external-dns' --txt-owner-id: only ownership records of this owner are the webhook's "
+        "(another owner's, or one written by hand without it, is ignored and said once); unset: every "
+        "record in the ConfigMap counts.",
+    )
     ownership_configmap: str = Field(
         "landb-webhook-ownership", description="Name of the ownership ConfigMap."
     )
