@@ -8,6 +8,11 @@
 # `buildah build --isolation chroot`; its RUN steps see the host's CA bundle mounted over the image's
 # (pip and uv need it behind a TLS-inspecting proxy), a mount that is never part of a layer.
 #
+# What is verified: apt checks every package against the Release files signed with Debian's own archive
+# keys (KEYRING, given explicitly: no other key the host trusts counts); the root filesystem's SHA-256 is
+# recorded beside it when made and checked before each use, so a cached one changed since is refused; in
+# the Dockerfile, uv, the build backend and every dependency are checked by hash (image-pins/, uv.lock).
+#
 # Idempotent: the root filesystem is cached, keyed by everything it is made from, so a second run only
 # rebuilds the Dockerfile (pip and uv downloads come from buildah's cache mounts).
 # Installs mmdebstrap, buildah, podman and runc with apt-get when missing (as root).
@@ -26,6 +31,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/image.sh
 
 readonly SUITE="bookworm"
+readonly KEYRING="/usr/share/keyrings/debian-archive-keyring.gpg"
 readonly BASE_PACKAGES="python3,python3-pip,ca-certificates"
 readonly MIRRORS=(
   "deb http://deb.debian.org/debian $SUITE main"
@@ -51,12 +57,13 @@ image="${LANDB_IMAGE:-localhost/landb-webhook:dev}"
 cache_dir="${LANDB_TOOLS_DIR:-$HOME/.cache/landb-webhook}/image"
 
 # The packages and settings above, hashed: change any of them and a new root filesystem is made.
-base_key="$(printf '%s\n' "$SUITE" "$BASE_PACKAGES" "${MIRRORS[@]}" "${DPKG_OPTIONS[@]}" "$CUSTOMIZE" |
+base_key="$(printf '%s\n' "$SUITE" "$KEYRING" "$BASE_PACKAGES" "${MIRRORS[@]}" "${DPKG_OPTIONS[@]}" "$CUSTOMIZE" |
   sha256sum | cut -c1-12)"
 base_tar="$cache_dir/$SUITE-python3-$base_key.tar"
 base_image="localhost/landb-webhook-base:$SUITE-$base_key"
 
 ensure_image_tools mmdebstrap buildah podman runc
+[[ -r "$KEYRING" ]] || cannot_run "$KEYRING missing: apt-get install debian-archive-keyring"
 
 start_seconds=$SECONDS
 if [[ ! -s "$base_tar" ]]; then
@@ -64,12 +71,16 @@ if [[ ! -s "$base_tar" ]]; then
   say "making the $SUITE root filesystem ($BASE_PACKAGES) with mmdebstrap"
   dpkg_options=()
   for option in "${DPKG_OPTIONS[@]}"; do dpkg_options+=("--dpkgopt=$option"); done
-  mmdebstrap --quiet --variant=apt --include="$BASE_PACKAGES" \
+  mmdebstrap --quiet --variant=apt --include="$BASE_PACKAGES" --keyring="$KEYRING" \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "${dpkg_options[@]}" \
     --customize-hook="$CUSTOMIZE" "$SUITE" "$base_tar.partial" "${MIRRORS[@]}"
+  (cd "$cache_dir" && sha256sum "$(basename "$base_tar.partial")" | sed 's/\.partial$//' >"$base_tar.sha256")
   mv "$base_tar.partial" "$base_tar"
-  say "root filesystem cached at $base_tar ($((SECONDS - start_seconds)) s)"
+  say "root filesystem cached at $base_tar ($((SECONDS - start_seconds)) s), sha256 $(cut -c1-16 "$base_tar.sha256")…"
 fi
+# The cached root filesystem is the one made above: its hash recorded then, checked now.
+[[ -s "$base_tar.sha256" ]] && (cd "$cache_dir" && sha256sum --check --quiet "$base_tar.sha256") ||
+  { say "$base_tar does not match its recorded sha256 (or has none): remove $cache_dir and run again" >&2; exit 1; }
 
 if ! podman image exists "$base_image"; then
   say "importing the root filesystem as $base_image"

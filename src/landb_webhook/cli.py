@@ -36,7 +36,7 @@ from landb_webhook.embedding import (
     run_webhook,
 )
 from landb_webhook.landb.names import InvalidName, label_for
-from landb_webhook.logs import LogLevel, configure_logging, get_logger
+from landb_webhook.logs import LogLevel, configure_logging, get_logger, printable, redact_every_form
 from landb_webhook.provider.ownership.adopt import plan_adoption, store_claims
 from landb_webhook.provider.read.txt_registry import InvalidOwnerId, txt_record_name, validate_owner_id
 from landb_webhook.provider.status.reader import read_status
@@ -211,11 +211,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status(settings, output=args.output)
         return serve(settings)
     except SettingError as error:
-        print(
-            f"{PROG} {args.command}: invalid settings: {error}. See '{PROG} {args.command} --help'.",
-            file=sys.stderr,
+        _say_on_stderr(
+            f"{PROG} {args.command}: invalid settings: {error}. See '{PROG} {args.command} --help'."
         )
         return EXIT_INVALID_SETTINGS
+
+
+def _say_on_stderr(line: str) -> None:
+    """A failure on stderr, as a log line would show it: secrets redacted (every form, as those of a
+    failure before the credentials were read and registered have no other protection), printable only."""
+    print(printable(redact_every_form(line)), file=sys.stderr)
 
 
 def serve(settings: Settings) -> int:
@@ -224,6 +229,14 @@ def serve(settings: Settings) -> int:
     Raises SettingError for a setting that cannot work here (a port in use, an unusable file).
     """
     configure_logging(settings.log_level, settings.log_format)
+    if not is_loopback(host_name(settings.api_host)) and not settings.allow_unsafe_api_host:
+        raise SettingError(
+            "api_host",
+            f"{settings.api_host} is beyond loopback: the webhook API has no authentication, so any pod "
+            "reaching it could publish and remove names. external-dns calls it from the same pod "
+            f"(http://localhost:{settings.api_port}); set {flag_and_variable('allow_unsafe_api_host')} to "
+            "true to listen there anyway",
+        )
     if (problem := api_host_problem(settings)) is not None:
         _log.warning(problem)
     api_listener = _listen("api_port", settings.api_host, settings.api_port)
@@ -374,7 +387,7 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) 
         with connected_backends(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
             return run(ports)
     except SettingError as error:
-        print(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.", file=sys.stderr)
+        _say_on_stderr(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.")
         return EXIT_INVALID_SETTINGS
     except BrokenPipeError:  # the reader left (status | head): stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
@@ -382,13 +395,12 @@ def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) 
     except Exception as error:
         if isinstance(error, UpstreamError):
             hint = ownership_namespace_hint(settings, error)
-            print(
+            _say_on_stderr(
                 f"{PROG} {command}: cannot talk to the cluster or the cloud: {error}"
-                + (f"; {hint}" if hint else ""),
-                file=sys.stderr,
+                + (f"; {hint}" if hint else "")
             )
         else:  # an unknown cloud, an unexpected failure
-            print(f"{PROG} {command}: {type(error).__name__}: {error}", file=sys.stderr)
+            _say_on_stderr(f"{PROG} {command}: {type(error).__name__}: {error}")
         _log.debug("traceback", exc_info=True)
         return EXIT_CANNOT_START
 

@@ -112,6 +112,12 @@ class Settings(BaseSettings):
         "(127.0.0.1, ::1, localhost); another Host is refused with 421, which stops a web page from "
         "driving the API through DNS rebinding. Needed only if external-dns calls it by another name.",
     )
+    allow_unsafe_api_host: bool = Field(
+        False,
+        description="Let the webhook API listen on an address beyond loopback (LANDB_API_HOST): it has no "
+        "authentication, so any pod that reaches it could publish and remove names. Without this such an "
+        "address stops `serve` (exit 2).",
+    )
     api_max_connections: int = Field(
         32,
         ge=2,
@@ -184,6 +190,12 @@ class Settings(BaseSettings):
         "cloud.conf `ca-file`, or the system CAs); it wins over both. Verification is never turned off by "
         "the webhook.",
     )
+    allow_unsafe_tls: bool = Field(
+        False,
+        description="Run although the kubeconfig (insecure-skip-tls-verify) or the OpenStack "
+        "configuration (verify: false, insecure: true, OS_INSECURE) turns TLS verification off: credentials "
+        "would be sent to whoever answers. Without this such a configuration stops start-up (exit 2).",
+    )
     upstream_timeout: float = Field(
         5.0, gt=0, description="Seconds one OpenStack or Kubernetes call may take."
     )
@@ -231,6 +243,12 @@ class Settings(BaseSettings):
     )
     ownership_namespace: str | None = Field(
         None, description="Namespace of the ownership ConfigMap; unset means the pod's own namespace."
+    )
+    txt_owner_id: str | None = Field(
+        None,
+        description="external-dns' --txt-owner-id: only ownership records of this owner are the webhook's "
+        "(another owner's, or one written by hand without it, is ignored and said once); unset: every "
+        "record in the ConfigMap counts.",
     )
     ownership_configmap: str = Field(
         "landb-webhook-ownership", description="Name of the ownership ConfigMap."

@@ -5,10 +5,15 @@ level; libraries (uvicorn, openstacksdk, keystoneauth, kubernetes, urllib3) only
 level is ``debug``. Every line, ours or a library's, passes :func:`redact_secrets` last before rendering.
 
 Patterns recognise a secret by its surroundings (``password=``, ``X-Auth-Token:``, ``Bearer``, a token's
-shape); an upstream body that echoes a bare password has none. So the configured credentials are also
-redacted by value: :func:`register_secrets` is called once at start-up with them (wiring.build_backends), and
-every text logged or answered is scrubbed of them. Response bodies keystoneauth logs at debug
-(``RESP BODY:``) are omitted whole: an upstream body is never a log line.
+shape); a quoted value is taken whole, spaces included, and a JSON document escaped inside a string
+(``{\"password\": \"x\"}``) is read as one. An upstream body that echoes a bare password has no
+surroundings: so the configured credentials are also redacted by value, in their JSON-escaped form too:
+:func:`register_secrets` is called once at start-up with them (wiring.build_backends), and every text logged
+or answered is scrubbed of them. Response bodies keystoneauth logs at debug (``RESP BODY:``) are omitted
+whole: an upstream body is never a log line.
+
+Every text of a log line is printable only (:func:`printable`): a name comes from an Ingress anyone may
+write, and a terminal escape or a newline in it must not recolour a terminal or forge a second line.
 
 keystoneauth's warnings are logged at debug (:data:`DEMOTED_LOGGERS`): each failed authentication warns
 once per request it tried (``Failed to discover available identity versions ...``), ~5 lines per failed
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import logging
 import re
 import sys
@@ -43,8 +49,11 @@ _OWN_LOGGER = "landb_webhook"
 DEMOTED_LOGGERS = ("keystoneauth",)
 """Libraries whose warnings are logged at debug: what they warn of, an adapter reports itself."""
 
-_SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "secret", "authorization", "cookie", "apikey"})
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("set", "cookie")})
+_SECRET_WORDS = frozenset(
+    {"password", "passwd", "passphrase", "passcode", "secret", "authorization", "cookie", "apikey"}
+)
+# client-key(-data): a kubeconfig's private key; passcode: Keystone's TOTP.
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("client", "key"), ("set", "cookie")})
 # "token" alone or after one of these: X-Auth-Token, X-Subject-Token, access_token... but not the
 # landb `--load-N-` tokens (load_token, alias_tokens), which are what the logs are about.
 _TOKEN_KINDS = frozenset(
@@ -52,13 +61,20 @@ _TOKEN_KINDS = frozenset(
 )
 _KEY_SEGMENTS = re.compile(r"[-_. ]+")
 _CAMEL_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SCHEME = r"(?:Bearer|Basic|Token|Negotiate)\s+"
 _KEY_VALUE = re.compile(
-    # `password=x`, `X-Auth-Token: x`, `'secret': 'x'`, `"Authorization": "Bearer x"`, `?token=x&`
+    # `password=x`, `X-Auth-Token: x`, `'secret': 'x'`, `"Authorization": "Bearer x"`, `?token=x&`, and
+    # the same JSON-escaped once or more: `\"password\": \"x\"`.
     r"(?P<key>[A-Za-z][\w.-]*)"
-    r"(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
-    r"(?P<scheme>(?:Bearer|Basic|Token|Negotiate)\s+)?"
-    # keystoneauth logs hashed tokens as `{SHA256}<hex>`: the braces belong to the value.
-    r"(?P<value>(?:\{[A-Za-z0-9]+\})?[^\s\"',;&)}\]]+)",
+    r"(?P<sep>(?:\\*[\"'])?\s*[:=]\s*)"
+    r"(?:"
+    # a quoted value, whole: up to its closing quote, spaces and escaped quotes included
+    r"(?P<open>\\*[\"'])(?P<qscheme>" + _SCHEME + r")?"
+    r"(?P<quoted>(?:\\.|[^\\]){0,4096}?)(?P=open)"
+    # else up to a delimiter; keystoneauth logs hashed tokens as `{SHA256}<hex>`: the braces belong to it.
+    r"|(?P<bare_open>[\"'])?(?P<scheme>" + _SCHEME + r")?"
+    r"(?P<value>(?:\{[A-Za-z0-9]+\})?[^\s\"',;&)}\]]+)"
+    r")",
 )
 _SECRET_SHAPES = (
     re.compile(r"\bgAAAAA[\w-]{20,}={0,2}"),  # Keystone Fernet token
@@ -81,6 +97,8 @@ class _SecretValues:
     """The registered secrets, and one pattern finding any of them (longest first)."""
 
     values: frozenset[str] = frozenset()
+    forms: frozenset[str] = frozenset()
+    """The values and their JSON-escaped forms (once and twice), what ``pattern`` finds."""
     pattern: re.Pattern[str] | None = None
 
 
@@ -106,17 +124,28 @@ def is_secret_key(key: str) -> bool:
 
 
 def _redact_assignment(match: re.Match[str]) -> str:
-    if not is_secret_key(match["key"]):
+    key, sep, opening = match["key"], match["sep"], match["open"]
+    if opening is not None:  # a quoted value
+        if not is_secret_key(key):  # it may quote a secret of its own: `message: "bad password='x'"`
+            quoted = _KEY_VALUE.sub(_redact_assignment, match["quoted"])
+            return f"{key}{sep}{opening}{match['qscheme'] or ''}{quoted}{opening}"
+        return f"{key}{sep}{opening}{match['qscheme'] or ''}{REDACTED}{opening}"
+    if not is_secret_key(key):
         return match[0]
-    return f"{match['key']}{match['sep']}{match['scheme'] or ''}{REDACTED}"
+    return f"{key}{sep}{match['bare_open'] or ''}{match['scheme'] or ''}{REDACTED}"
 
 
 def register_secrets(values: Iterable[str | None]) -> None:
     """From now on, redact these values wherever they appear (the configured credentials: passwords,
     application credential secrets, tokens, the Kubernetes bearer token). Replaces what was registered."""
     kept = frozenset(value for value in values if value and len(value) >= MIN_SECRET_LENGTH)
-    longest_first = sorted(kept, key=len, reverse=True)
+    forms = set(kept)
+    for value in kept:  # a body echoing the value as a JSON string (once, or inside another one) escapes it
+        once = json.dumps(value)[1:-1]
+        forms.update((once, json.dumps(once)[1:-1]))
+    longest_first = sorted(forms, key=len, reverse=True)
     _secret_values.values = kept
+    _secret_values.forms = frozenset(forms)
     _secret_values.pattern = re.compile("|".join(map(re.escape, longest_first))) if kept else None
 
 
@@ -127,7 +156,7 @@ def registered_secrets() -> frozenset[str]:
 def _redact_registered(text: str) -> str:
     # `in` first: a substring search is far cheaper than the pattern's alternation, and usually fails.
     pattern = _secret_values.pattern
-    if pattern is None or not any(value in text for value in _secret_values.values):
+    if pattern is None or not any(form in text for form in _secret_values.forms):
         return text
     return pattern.sub(REDACTED, text)
 
@@ -185,6 +214,53 @@ def _redact(value: Any) -> Any:
                 return items
         return [_redact(item) for item in items]
     return value
+
+
+_KEPT_IN_TRACEBACKS = frozenset({"exception", "stack"})
+"""Fields whose newlines and tabs are their layout (a traceback): only other characters are escaped."""
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every character that is not printable (controls, escapes, line and paragraph
+    separators, bidirectional overrides, zero-width characters) written as its Python escape, ``\x1b``,
+    ``\u202e``; ``keep``: characters left as they are."""
+    if text.isprintable():
+        return text
+    return "".join(
+        character if character.isprintable() or character in keep else _escaped(character)
+        for character in text
+    )
+
+
+def _escaped(character: str) -> str:
+    code = ord(character)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {_printable(key): _printable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        if all(isinstance(item, str) and item.isprintable() for item in items):
+            return items  # a write's 1,000 tokens: one pass, nothing to escape
+        return [_printable(item) for item in items]
+    return value
+
+
+def printable_only(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """structlog processor: every text of the line printable only (:func:`printable`); a traceback keeps
+    its newlines."""
+    return {
+        key: printable(value, "\n\t")
+        if key in _KEPT_IN_TRACEBACKS and isinstance(value, str)
+        else _printable(value)
+        for key, value in event_dict.items()
+    }
 
 
 def omit_upstream_bodies(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
@@ -247,6 +323,7 @@ def configure_logging(
             structlog.processors.format_exc_info,
             omit_upstream_bodies,
             redact_secrets,
+            printable_only,
             renderer,
         ],
     )

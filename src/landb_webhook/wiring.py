@@ -29,6 +29,7 @@ from landb_webhook.adapters.kubeclient import (
     current_namespace,
 )
 from landb_webhook.adapters.kubeclient import secret_values as kube_secret_values
+from landb_webhook.adapters.kubeclient import verifies_tls as kube_verifies_tls
 from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
 from landb_webhook.adapters.lease import LeaseElector, default_identity
@@ -217,14 +218,17 @@ def ownership_namespace_hint(settings: Settings, error: UpstreamError) -> str | 
 
 
 def ownership_store(
-    settings: Settings, api_client: ApiClient, **watch_overrides: Any
+    settings: Settings, api_client: ApiClient, *, owner_checked: bool = True, **watch_overrides: Any
 ) -> ConfigMapOwnershipStore:
+    """``owner_checked``: only the records of LANDB_TXT_OWNER_ID (``serve``); ``status`` and ``adopt`` see
+    every record, so that they show who holds a name and never claim over another owner."""
     return ConfigMapOwnershipStore(
         core_api(api_client),
         namespace=ownership_namespace(settings).name,
         name=settings.ownership_configmap,
         request_timeout=settings.upstream_timeout,
         watch=watch_options(settings, **watch_overrides),
+        owner_id=settings.txt_owner_id if owner_checked else None,
     )
 
 
@@ -286,12 +290,33 @@ class Backends:
         )
 
 
+def _refuse_unverified_tls(settings: Settings, *, kubernetes: bool, openstack: bool) -> None:
+    """A configuration that turns TLS verification off stops start-up (exit 2) unless the operator said
+    so: the credentials (a service account token, a password) would go to whoever answers."""
+    if settings.allow_unsafe_tls or (kubernetes and openstack):
+        return
+    off = [
+        *([] if kubernetes else ["of the Kubernetes API (insecure-skip-tls-verify in the kubeconfig)"]),
+        *([] if openstack else ["of OpenStack (verify: false, insecure: true or OS_INSECURE)"]),
+    ]
+    raise SettingError(
+        "allow_unsafe_tls",
+        f"TLS verification {' and '.join(off)} is off: credentials would be sent to whoever answers. Remove "
+        "that, with the CA bundle configured instead (LANDB_OS_CACERT; the kubeconfig's certificate-"
+        "authority), or set this to true to run anyway",
+    )
+
+
 def build_backends(
-    settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
+    settings: Settings,
+    *,
+    metrics: Metrics | None = None,
+    clock: Callable[[], float] = time.time,
+    owner_checked: bool = True,
 ) -> tuple[Backends, Resources]:
     """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
     authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
-    ``metrics``, when given, count the OpenStack calls."""
+    ``metrics``, when given, count the OpenStack calls; ``owner_checked``: see :func:`ownership_store`."""
     if settings.os_cacert is not None and not settings.os_cacert.is_file():
         raise SettingError("os_cacert", f"{settings.os_cacert} is not a readable file (a CA bundle, PEM)")
     if settings.os_cloud_conf is not None:
@@ -310,10 +335,13 @@ def build_backends(
     session = openstack_session(settings, metrics=metrics)
     servers = OpenStackServerStore(session)
     register_secrets([*session.secret_values(), *kube_secret_values(api_client)])
+    _refuse_unverified_tls(
+        settings, kubernetes=kube_verifies_tls(api_client), openstack=session.verifies_tls()
+    )
     ownership: OwnershipStore
     state: StateStore
     if settings.ownership_store == "configmap":
-        ownership = ownership_store(settings, api_client)
+        ownership = ownership_store(settings, api_client, owner_checked=owner_checked)
         state = state_store(settings, api_client)
     else:
         ownership = InMemoryOwnershipStore()
@@ -497,7 +525,7 @@ def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[B
 
     Raises UpstreamError when the node list does not arrive within ``sync_timeout`` seconds.
     """
-    ports, resources = build_backends(settings)
+    ports, resources = build_backends(settings, owner_checked=False)
     try:
         host = _reach_kubernetes(settings)
         ports.nodes.start()

@@ -23,7 +23,7 @@ from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackOptions, OpenStackSession
-from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
+from landb_webhook.adapters.ownership import DEFAULT_MAX_BYTES, ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.metrics import Metrics
 from landb_webhook.wiring import build_provider
@@ -207,6 +207,9 @@ def make_configmap_store(
 
     def make(api: client.CoreV1Api | None = None, **options: Any) -> ConfigMapOwnershipStore:
         timing = {name: options.pop(name) for name in WATCH_FIELDS & options.keys()}
+        small = options.get("max_bytes", DEFAULT_MAX_BYTES) < DEFAULT_MAX_BYTES
+        if small and isinstance(kube_cluster, RealCluster):
+            kube_cluster.grant_overflow_configmaps(CONFIGMAP, 64)  # many more than a real cluster fills
         watch = WatchOptions(
             **{"request_timeout": 3.0, "backoff_initial": 0.05, "backoff_max": 0.5, **timing}
         )

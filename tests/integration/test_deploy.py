@@ -39,6 +39,8 @@ README = REPO_ROOT / "README.md"
 CREDENTIALS_EXAMPLE = REPO_ROOT / "deploy" / "openstack-credentials.example.yaml"
 ADMIN_POD = REPO_ROOT / "deploy" / "landb-webhook-admin.yaml"
 RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
+NETWORK_POLICY = REPO_ROOT / "deploy" / "network-policy.yaml"
+ADMISSION_POLICIES = REPO_ROOT / "deploy" / "admission-policies.yaml"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", REPO_ROOT / ".venv")) / "bin"
 EXTERNAL_DNS_VERSION = "v0.22.0"
 CHART_VERSION = "1.21.1"
@@ -199,6 +201,7 @@ def test_the_sidecar_serves_in_dry_run_with_known_settings_only(rendered: list[d
     assert env["LANDB_DRY_RUN"] == "true"
     assert unknown_variables(env) == []
     assert f"--registry={env['LANDB_REGISTRY']}" in container(spec, "external-dns")["args"]
+    assert f"--txt-owner-id={env['LANDB_TXT_OWNER_ID']}" in container(spec, "external-dns")["args"]
     Settings.model_validate({name.removeprefix("LANDB_").lower(): value for name, value in env.items()})
 
 
@@ -257,6 +260,29 @@ def test_the_credentials_secret_is_mounted_where_cloud_conf_and_its_ca_file_are_
     ca_file = re.search(r'ca-file = "([^"]+)"', example["cloud.conf"]).group(1)  # type: ignore[union-attr]
     assert mounts[ca_file]["subPath"] in example
     assert all(mount["readOnly"] for mount in mounts.values())
+
+
+def test_the_network_policy_admits_the_health_and_metrics_ports_of_the_chart_s_pod_and_nothing_else(
+    rendered: list[dict[str, Any]],
+) -> None:
+    """deploy/network-policy.yaml selects the chart's pod, and its named ports are the webhook's health
+    port and external-dns' metrics port: the API port is not among them."""
+    policy = yaml.safe_load(NETWORK_POLICY.read_text())
+    template = the(rendered, "Deployment")["spec"]["template"]
+    ports = {
+        port["name"]: port["containerPort"]
+        for c in template["spec"]["containers"]
+        for port in c.get("ports", [])
+    }
+    [rule] = policy["spec"]["ingress"]
+    admitted = {ports[port["port"]] for port in rule["ports"]}
+
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    assert "from" not in rule  # the kubelet's probes come from the node: any source
+    assert admitted == {Settings().health_port, 7979}
+    assert Settings().api_port not in admitted
 
 
 # -- the README's install, verify and migration steps, on a real API server ----------------------------------
@@ -410,7 +436,18 @@ class AdminPod:
         )
 
 
+@pytest.fixture
+def cluster_wide_policies_removed(kube_apiserver: KubeApiServer) -> Iterator[None]:
+    """The README applies deploy/admission-policies.yaml, cluster-wide objects: taken away afterwards, so that
+    no later test of the session meets the hostname cap."""
+    yield
+    kube_apiserver.delete(
+        document for document in yaml.safe_load_all(ADMISSION_POLICIES.read_text()) if document
+    )
+
+
 def test_the_readme_install_verify_and_migration_steps_work_in_order(
+    cluster_wide_policies_removed: None,
     kube_apiserver: KubeApiServer,
     helm_chart: tuple[Path, Path],
     simulator: Simulator,
@@ -579,13 +616,21 @@ def assert_pods_of_the_template_pass_restricted_admission(
 
 
 def assert_the_service_account_has_exactly_the_webhook_s_rights(server: KubeApiServer) -> None:
-    def allowed(verb: str, resource: str, namespace: str | None) -> bool:
+    """``kubectl auth can-i`` as the ServiceAccount, after the README's install: what the webhook uses, its
+    ConfigMaps and Lease by name, and no pod (the values set no LANDB_INGRESS_POD_SELECTOR, so the optional
+    deploy/rbac-ingress-pods.yaml is not applied)."""
+
+    def allowed(verb: str, resource: str, namespace: str | None, name: str | None = None) -> bool:
         review = client.V1SubjectAccessReview(
             spec=client.V1SubjectAccessReviewSpec(
                 user=f"system:serviceaccount:{NAMESPACE}:{RELEASE}",
                 groups=["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"],
                 resource_attributes=client.V1ResourceAttributes(
-                    verb=verb, resource=resource, namespace=namespace
+                    verb=verb,
+                    resource=resource,
+                    namespace=namespace,
+                    name=name,
+                    group="coordination.k8s.io" if resource == "leases" else None,
                 ),
             )
         )
@@ -593,10 +638,22 @@ def assert_the_service_account_has_exactly_the_webhook_s_rights(server: KubeApiS
             client.AuthorizationV1Api(server.admin).create_subject_access_review(review).status.allowed
         )
 
-    granted = [(verb, resource, None) for verb in ("list", "watch") for resource in ("nodes", "pods")]
-    granted += [(verb, "configmaps", NAMESPACE) for verb in ("get", "list", "watch", "create", "update")]
-    refused = [(verb, "configmaps", NAMESPACE) for verb in ("patch", "delete")]
-    refused += [("update", "nodes", None), ("get", "pods", None), ("list", "configmaps", "kube-system")]
+    claims, state = "landb-webhook-ownership", "landb-webhook-ownership-state"
+    granted = [(verb, "nodes", None) for verb in ("list", "watch")]
+    granted += [(verb, "configmaps", NAMESPACE) for verb in ("list", "watch", "create")]
+    granted += [
+        (verb, "configmaps", NAMESPACE, name) for verb in ("get", "update") for name in (claims, state)
+    ]
+    granted += [(verb, "leases", NAMESPACE, "landb-webhook") for verb in ("get", "update")]
+    granted += [("create", "leases", NAMESPACE)]
+    refused = [(verb, "configmaps", NAMESPACE, claims) for verb in ("patch", "delete")]
+    refused += [(verb, "configmaps", NAMESPACE, "someone-elses") for verb in ("get", "update")]
+    refused += [
+        ("update", "leases", NAMESPACE, "someone-elses"),
+        ("delete", "leases", NAMESPACE, "landb-webhook"),
+    ]
+    refused += [(verb, "pods", None) for verb in ("list", "watch", "get")]
+    refused += [("update", "nodes", None), ("list", "configmaps", "kube-system")]
     refused += [("watch", "configmaps", "kube-system")]
     assert [check for check in granted if not allowed(*check)] == []
     assert [check for check in refused if allowed(*check)] == []

@@ -134,6 +134,41 @@ class RealCluster:
             self.namespace, service_account, workdir / "service-account.kubeconfig"
         )
 
+    def grant_overflow_configmaps(self, name: str, count: int) -> None:
+        """get and update on ``<name>-4`` to ``<name>-<count>`` besides the ``-1`` to ``-3`` deploy/rbac.yaml
+        names: for the store tests that shrink a ConfigMap to a few hundred bytes so that claims spill into
+        many, which a real cluster's 900 KiB ConfigMaps never do."""
+        self.server.apply(
+            [
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": "tests-overflow-configmaps", "namespace": self.namespace},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "resources": ["configmaps"],
+                            "verbs": ["get", "update"],
+                            "resourceNames": [f"{name}-{index}" for index in range(4, count + 1)],
+                        }
+                    ],
+                },
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "tests-overflow-configmaps", "namespace": self.namespace},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Role",
+                        "name": "tests-overflow-configmaps",
+                    },
+                    "subjects": [
+                        {"kind": "ServiceAccount", "name": self.service_account, "namespace": self.namespace}
+                    ],
+                },
+            ]
+        )
+
     def reset(self) -> None:
         """No node, and no pod where this cluster made any (pods are deleted at once: no kubelet)."""
         for node in self.core.list_node().items:

@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from landb_simulator.tls import CertificateAuthority, loopback_certificate, subject_name
 from landb_webhook.adapters.kubernetes import api_client_for
@@ -39,6 +40,9 @@ ETCD_VERSION = "3.7.3"
 INSTALL_HINT = "run `make kube-tools` (scripts/install-kube-apiserver.sh)"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RBAC_MANIFEST = REPO_ROOT / "deploy" / "rbac.yaml"
+INGRESS_PODS_RBAC_MANIFEST = REPO_ROOT / "deploy" / "rbac-ingress-pods.yaml"
+"""The optional pod rules, for LANDB_INGRESS_POD_SELECTOR."""
+ADMISSION_MANIFEST = REPO_ROOT / "deploy" / "admission-policies.yaml"
 RBAC_DOCUMENTED_NAMESPACE = "external-dns"
 """The namespace and ServiceAccount name deploy/rbac.yaml is written for (its header says to adjust both)."""
 RBAC_DOCUMENTED_SERVICE_ACCOUNT = "external-dns"
@@ -50,9 +54,13 @@ runner building Go at the same time is much slower)."""
 STOP_TIMEOUT = 10.0
 
 
+def tools_cache() -> Path:
+    """Where the install scripts keep what they fetch and build (LANDB_TOOLS_DIR)."""
+    return Path(os.environ.get("LANDB_TOOLS_DIR") or Path.home() / ".cache" / "landb-webhook")
+
+
 def tools_bin_dir() -> Path:
-    tools = os.environ.get("LANDB_TOOLS_DIR") or Path.home() / ".cache" / "landb-webhook"
-    return Path(tools) / "go" / "bin"
+    return tools_cache() / "go" / "bin"
 
 
 def _version_line(binary: Path) -> str:
@@ -167,6 +175,36 @@ def rbac_documents(
     return documents
 
 
+def admission_documents(
+    policy: str, namespace: str, service_account: str, manifest: Path = ADMISSION_MANIFEST
+) -> list[dict[str, Any]]:
+    """Policy ``policy`` of deploy/admission-policies.yaml and its binding, bound to ``namespace`` only and
+    naming ServiceAccount ``namespace/service_account`` where the file names the documented one, as a user
+    with another release would; renamed ``<policy>-<namespace>``, as policies are cluster-wide objects."""
+    documented = f"'system:serviceaccount:{RBAC_DOCUMENTED_NAMESPACE}:{RBAC_DOCUMENTED_SERVICE_ACCOUNT}'"
+    ours = f"'system:serviceaccount:{namespace}:{service_account}'"
+    documents = [
+        document
+        for document in yaml.safe_load_all(manifest.read_text())
+        if document and policy in (document["metadata"]["name"], document["spec"].get("policyName"))
+    ]
+    for document in documents:
+        document["metadata"]["name"] = f"{policy}-{namespace}"
+        spec = document["spec"]
+        if document["kind"] == "ValidatingAdmissionPolicyBinding":
+            spec["policyName"] = f"{policy}-{namespace}"
+            spec["matchResources"] = {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            }
+        for variable in spec.get("variables", []):
+            variable["expression"] = variable["expression"].replace(documented, ours)
+    assert [document["kind"] for document in documents] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ], f"{policy} and its binding in {manifest}"
+    return documents
+
+
 # -- the running server -----------------------------------------------------------------------------------
 
 
@@ -224,9 +262,20 @@ class KubeApiServer:
         token = client.CoreV1Api(self.admin).create_namespaced_service_account_token(name, namespace, request)
         return write_kubeconfig(path, self.url, self.ca_file, {"token": token.status.token})
 
-    def apply_rbac(self, namespace: str, service_account: str) -> None:
-        """deploy/rbac.yaml, for ServiceAccount ``namespace/service_account``."""
+    def apply_rbac(self, namespace: str, service_account: str, *, ingress_pods: bool = True) -> None:
+        """deploy/rbac.yaml, for ServiceAccount ``namespace/service_account``, and with ``ingress_pods``
+        the optional deploy/rbac-ingress-pods.yaml, as an operator using LANDB_INGRESS_POD_SELECTOR."""
         self.apply(rbac_documents(namespace, service_account))
+        if ingress_pods:
+            self.apply(rbac_documents(namespace, service_account, INGRESS_PODS_RBAC_MANIFEST))
+
+    def delete(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Delete each object (cluster-wide or namespaced) if it exists."""
+        for document in documents:
+            resource = self.dynamic.resources.get(api_version=document["apiVersion"], kind=document["kind"])
+            metadata = document["metadata"]
+            with contextlib.suppress(NotFoundError):
+                resource.delete(name=metadata["name"], namespace=metadata.get("namespace"))
 
     def close(self) -> None:
         self.admin.close()

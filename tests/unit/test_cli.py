@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -466,3 +467,135 @@ def test_an_api_listening_beyond_loopback_without_allowed_hosts_is_warned_about(
 
     assert (problem is not None) == warned
     assert problem is None or "LANDB_API_ALLOWED_HOSTS" in problem
+
+
+@pytest.mark.parametrize("command", ["status", "adopt"])
+def test_a_one_shot_failure_before_the_secrets_are_known_prints_no_secret(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``status`` and ``adopt`` print a failure on stderr: one that comes before the credentials were read
+    (and registered for redaction by value) still shows none of them, nor a control character."""
+    password, key_data = "correct horse battery staple", "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t"
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJl"
+
+    @contextlib.contextmanager
+    def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[None]:
+        raise RuntimeError(
+            f"cannot load {{'password': '{password}', 'client-key-data': '{key_data}'}} bearer {token}\x1b[2J"
+        )
+        yield
+
+    composition_root = types.ModuleType("landb_webhook.wiring")
+    composition_root.connected_backends = connected_backends  # type: ignore[attr-defined]
+    composition_root.ownership_namespace_hint = lambda settings, error: None  # type: ignore[attr-defined]
+    composition_root.check_dns = None  # type: ignore[attr-defined]  # never reached
+    monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)
+    argv = [command, "--owner-id=c", "--all-unclaimed"] if command == "adopt" else [command]
+    with restored_logging():
+        code = main(argv)
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"landb-webhook {command}: RuntimeError: cannot load")
+    assert [secret for secret in (*password.split(), key_data, token) if secret in err] == []
+    assert "\x1b" not in err and err.count("\n") == 1
+
+
+# -- unsafe settings: refused unless explicitly allowed (issue 36) -----------------------------------------
+
+
+def composition_root_that_cannot_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``landb_webhook.wiring`` replaced: building the provider fails (exit 1), so a test sees whether
+    ``serve`` got that far."""
+
+    def build_provider(settings: Settings, metrics: object) -> None:
+        raise LookupError("not built in this test")
+
+    composition_root = types.ModuleType("landb_webhook.wiring")
+    composition_root.build_provider = build_provider  # type: ignore[attr-defined]
+    composition_root.ask_openstack_once = None  # type: ignore[attr-defined]  # never reached
+    composition_root.start_dns_watch = None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)
+
+
+@pytest.mark.parametrize("api_host", ["0.0.0.0", "::", "192.0.2.1"])
+def test_an_api_host_beyond_loopback_is_refused_with_exit_2_unless_allowed(
+    api_host: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API has no authentication: beyond loopback any pod could drive it. The refusal comes before
+    any socket is bound (192.0.2.1 is not even an address of this machine)."""
+    composition_root_that_cannot_build(monkeypatch)
+    ports = ["--api-port=0", "--health-host=127.0.0.1", "--health-port=0"]
+    with restored_logging():
+        refused = main(["serve", f"--api-host={api_host}", *ports])
+    err = capsys.readouterr().err
+
+    assert refused == 2
+    assert "--api-host (LANDB_API_HOST)" in err and "LANDB_ALLOW_UNSAFE_API_HOST" in err
+    if api_host != "192.0.2.1":  # an address of this machine: with the override, serve goes on
+        with restored_logging():
+            allowed = main(["serve", f"--api-host={api_host}", "--allow-unsafe-api-host", *ports])
+        assert allowed == 1  # past the check: the provider (replaced here) could not be built
+
+
+def unverified_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, kube: bool, cloud: bool
+) -> Path:
+    """A kubeconfig and a clouds.yaml on this machine, either with TLS verification off; the kubeconfig."""
+    for name in [name for name in os.environ if name.startswith("OS_")]:
+        monkeypatch.delenv(name)
+    clouds_yaml = tmp_path / "clouds.yaml"
+    auth = {"auth_url": "https://127.0.0.1:1/v3", "username": "u", "password": "p", "project_id": "x"}
+    clouds_yaml.write_text(
+        json.dumps(
+            {"clouds": {"c": {"auth": auth, "region_name": "r", **({"verify": False} if cloud else {})}}}
+        )
+    )
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds_yaml))
+    kubeconfig = tmp_path / "kubeconfig"
+    cluster = {"server": "https://127.0.0.1:1", **({"insecure-skip-tls-verify": True} if kube else {})}
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return kubeconfig
+
+
+@pytest.mark.parametrize(("kube", "cloud"), [(True, False), (False, True)], ids=["kubernetes", "openstack"])
+def test_tls_verification_off_is_refused_with_exit_2_unless_allowed(
+    kube: bool,
+    cloud: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kubeconfig = unverified_configuration(tmp_path, monkeypatch, kube=kube, cloud=cloud)
+    argv = ["status", f"--kubeconfig={kubeconfig}", "--os-cloud=c", "--upstream-timeout=1"]
+
+    with restored_logging():
+        refused = main(argv)
+    err = capsys.readouterr().err
+    with restored_logging():
+        allowed = main([*argv, "--allow-unsafe-tls"])
+
+    assert refused == 2
+    assert "LANDB_ALLOW_UNSAFE_TLS" in err and "TLS verification" in err
+    assert ("Kubernetes" in err) is kube and ("OpenStack" in err) is cloud
+    assert allowed == 1  # past the check: nothing answers on 127.0.0.1:1
+
+
+def test_verified_tls_needs_no_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = unverified_configuration(tmp_path, monkeypatch, kube=False, cloud=False)
+    with restored_logging():
+        code = main(["status", f"--kubeconfig={kubeconfig}", "--os-cloud=c", "--upstream-timeout=1"])
+
+    assert code == 1  # nothing answers on 127.0.0.1:1
+    assert "LANDB_ALLOW_UNSAFE_TLS" not in capsys.readouterr().err

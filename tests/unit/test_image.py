@@ -64,7 +64,7 @@ def test_the_build_context_is_exactly_what_the_build_copies() -> None:
     }
 
     assert lines[0] == "*"  # everything else (.venv, .tools, state/, .git, caches) stays out
-    assert allowed == copied == {"pyproject.toml", "uv.lock", "README.md", "src"}
+    assert allowed == copied == {"pyproject.toml", "uv.lock", "README.md", "src", "image-pins"}
 
 
 def test_the_build_steps_verify_the_index_with_the_bundle_the_build_mounts_over_the_base_one() -> None:
@@ -192,3 +192,61 @@ def test_the_smoke_test_runs_the_sidecar_with_the_charts_settings_and_mounts(tmp
     assert (service_account / "token").read_text() == "kube-token"
     assert (service_account / "ca.crt").read_bytes() == ca_pem
     assert (service_account / "namespace").read_text() == "default"
+
+
+# -- build inputs pinned (issue 36) ------------------------------------------------------------------------
+
+PINS = ROOT / "image-pins"
+
+
+def pinned(requirements: Path) -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, sha256 hashes) of a requirements file written by `uv pip compile --generate-hashes`;
+    fails on any requirement not pinned with ``==``."""
+    text = re.sub(r"\s*\\\n\s*", " ", re.sub(r"#.*", "", requirements.read_text()))
+    found = {}
+    for line in filter(str.strip, text.splitlines()):
+        matched = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})*)", line.strip())
+        assert matched, f"{requirements.name}: not pinned by version and hash: {line.strip()}"
+        found[matched[1]] = (matched[2], re.findall(r"[0-9a-f]{64}", matched[3]))
+    return found
+
+
+def test_uv_is_installed_by_version_and_hash_only() -> None:
+    build_stage = DOCKERFILE.split("\nFROM ")[1]
+    [install] = re.findall(r"python3 -m pip install(?:[^\n]*\\\n)*[^\n]*", build_stage)
+
+    assert "--require-hashes -r image-pins/uv.txt" in install and "--no-deps" in install
+    assert "'uv" not in build_stage and '"uv' not in build_stage  # no requirement written in the recipe
+    [(version, hashes)] = pinned(PINS / "uv.txt").values()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version) and hashes
+
+
+def test_the_build_backend_and_its_dependencies_are_pinned_by_version_and_hash() -> None:
+    """uv sync fetches the build backend pyproject.toml names from PyPI, any version it allows: the wheel
+    is built with `uv build` under hash-checked constraints instead, and only installed by uv pip."""
+    build_stage = DOCKERFILE.split("\nFROM ")[1]
+    constraints = pinned(PINS / "build-constraints.txt")
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    [backend] = re.findall(r'^requires = \["(\w+)', pyproject, re.MULTILINE)
+
+    assert "--build-constraints image-pins/build-constraints.txt" in build_stage
+    assert re.search(
+        r"--build-constraints image-pins/build-constraints\.txt \\\n\s+--require-hashes", build_stage
+    )
+    assert (
+        "--no-install-project" in build_stage and "uv sync --frozen --no-dev --no-editable" not in build_stage
+    )
+    assert backend in constraints
+    assert {"packaging", "pathspec", "pluggy", "trove-classifiers"} <= constraints.keys()  # hatchling's
+    assert all(hashes for _version, hashes in constraints.values())
+
+
+def test_the_chart_values_pull_the_webhook_image_by_digest() -> None:
+    """A tag can be moved to other content; a digest names exactly the image built. The admin pod runs the
+    same one."""
+    image = CHART_WEBHOOK["image"]
+    admin = yaml.safe_load((ROOT / "deploy" / "landb-webhook-admin.yaml").read_text())
+    [admin_container] = admin["spec"]["containers"]
+
+    assert re.fullmatch(r"[\w.-]+@sha256:[0-9a-f]{64}", image["tag"])
+    assert admin_container["image"] == f"{image['repository']}:{image['tag']}"

@@ -374,3 +374,85 @@ def test_a_list_of_texts_is_redacted_as_each_of_them_would_be(texts: list[str]) 
     names a secret are a header pair: the second is blanked whatever it is.)"""
     redacted = redact_secrets(None, "info", {"event": "written", "tokens": texts})
     assert redacted["tokens"] == [redact_text(text) for text in texts]
+
+
+# -- redaction gaps (issue 36): quoted values with spaces, JSON-escaped forms, more secret keys ------------
+
+QUOTED_SECRET = "correct horse battery staple"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'password = "{QUOTED_SECRET}"',  # a cloud.conf line, quoted
+        f"password='{QUOTED_SECRET}'",
+        f'{{"password": "{QUOTED_SECRET}", "user": "svc"}}',
+        f'error: {{"auth": {{"password": "{QUOTED_SECRET}"}}}}',
+    ],
+)
+def test_a_quoted_secret_is_redacted_whole_spaces_included(text: str) -> None:
+    redacted = redact_text(text)
+    assert not any(word in redacted for word in QUOTED_SECRET.split())
+    assert REDACTED in redacted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A JSON document inside a JSON string, as an upstream error quoting a request body shows it:
+        '"body": "{\\"password\\": \\"s3cr3t-pw\\", \\"user\\": \\"svc\\"}"',
+        '"{\\"auth\\": {\\"application_credential_secret\\": \\"s3cr3t-pw\\"}}"',
+        # ...and escaped twice.
+        '{\\\\\\"password\\\\\\": \\\\\\"s3cr3t-pw\\\\\\"}',
+    ],
+)
+def test_a_secret_in_a_json_escaped_document_is_redacted(text: str) -> None:
+    redacted = redact_text(text)
+    assert "s3cr3t-pw" not in redacted
+    assert REDACTED in redacted
+
+
+def test_a_registered_secret_is_redacted_in_its_json_escaped_form_too() -> None:
+    secret = 'pa"ss\\word-with-quote'
+    register_secrets([secret])
+    try:
+        escaped = json.dumps({"echo": secret})
+        redacted = redact_text(f"nova said: {escaped}")
+        assert 'pa\\"ss' not in redacted and "word-with-quote" not in redacted
+        assert REDACTED in redacted
+    finally:
+        register_secrets(())
+
+
+@pytest.mark.parametrize(
+    "key", ["client-key-data", "client_key", "clientKeyData", "passcode", "OS_PASSCODE", "totp-passcode"]
+)
+def test_more_secret_keys(key: str) -> None:
+    # client-key-data: a kubeconfig's private key; passcode: Keystone's TOTP.
+    assert is_secret_key(key)
+
+
+def test_a_kubeconfig_s_client_key_data_is_redacted_in_text() -> None:
+    text = "invalid kubeconfig: {'client-key-data': 'LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t'}"
+    assert "LS0tLS1CRUdJTi" not in redact_text(text)
+
+
+# -- printable only --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output_format", ["json", "console"])
+def test_names_reach_a_log_line_printable_only(output_format: LogFormat) -> None:
+    """A name comes from an Ingress anyone may write: a terminal escape, a newline that forges a second log
+    line, or a right-to-left override must reach the log escaped, the rest of the line intact."""
+    stream = io.StringIO()
+    configure_logging("info", output_format, stream=stream)
+    log = get_logger("landb_webhook.test")
+    forged = "app\x1b[31m\nERROR forged line\u202egnp.cern.ch"
+
+    log.warning(f"endpoint dropped: {forged}", name=forged, names=[forged, "ok.cern.ch"])
+
+    output = stream.getvalue()
+    assert output.count("\n") == 1  # one line
+    assert not any(character in output for character in ("\x1b", "\u202e", "\r"))
+    assert "\\x1b[31m" in output.replace("\\\\", "\\") and "ok.cern.ch" in output
+    assert "\\u202e" in output.replace("\\\\", "\\")

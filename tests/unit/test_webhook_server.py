@@ -9,6 +9,7 @@ server closing the connection, a reply), never on a sleep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import http.client
 import socket
@@ -17,12 +18,18 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
 import landb_webhook.webhook.api as webhook_app
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.webhook.server import ACCEPT_OUT_OF_RESOURCES, ConnectionLimits, HttpServers
+from landb_webhook.webhook.server import (
+    ACCEPT_OUT_OF_RESOURCES,
+    HEALTH_LIMITS,
+    ConnectionLimits,
+    HttpServers,
+)
 from landb_webhook.webhook.wire import MEDIA_TYPE, encode_endpoints
 from support.memory_provider import InMemoryProvider
 from support.serving import WAIT, Webhook, serving
@@ -47,10 +54,12 @@ def quick_server(
 
 
 def connect(webhook: Webhook) -> socket.socket:
-    url = webhook.api.base_url
+    return connect_to(webhook.api.base_url)
+
+
+def connect_to(url: httpx.URL) -> socket.socket:
     assert url.host is not None and url.port is not None
-    connection = socket.create_connection((url.host, url.port), timeout=WAIT)
-    return connection
+    return socket.create_connection((url.host, url.port), timeout=WAIT)
 
 
 def read_until_closed(connection: socket.socket) -> bytes:
@@ -184,3 +193,53 @@ def test_accept_errors_are_logged_at_most_once_per_period() -> None:
 
     [line] = [entry for entry in logs if entry["event"].startswith("cannot accept connections")]
     assert "Too many open files" in line["error"]
+
+
+# --- The health listener: a probe always finds a place ------------------------------------------------
+
+
+def health_connection(webhook: Webhook) -> http.client.HTTPConnection:
+    url = webhook.health.base_url
+    assert url.host is not None and url.port is not None
+    return http.client.HTTPConnection(url.host, url.port, timeout=WAIT)
+
+
+def test_idle_connections_to_the_health_port_never_keep_a_probe_out() -> None:
+    # Any pod may connect to the health port: as many idle keep-alive connections as its cap (each made
+    # one request and then holds its connection), and connections that send nothing at all, must not make
+    # the kubelet's next probe fail, or the kubelet restarts a healthy webhook.
+    idle = HEALTH_LIMITS.max_connections
+    with serving(InMemoryProvider()) as webhook, ExitStack() as held:
+        for _ in range(idle):
+            connection = held.enter_context(contextlib.closing(health_connection(webhook)))
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().read() == b"ok\n"
+        for _ in range(4):
+            held.enter_context(connect_to(webhook.health.base_url))
+
+        probe = health_connection(webhook)
+        try:
+            probe.request("GET", "/healthz")
+            reply = probe.getresponse()
+            status, body = reply.status, reply.read()
+        finally:
+            probe.close()
+
+    assert (status, body) == (200, b"ok\n")
+
+
+def test_the_health_port_closes_an_idle_keep_alive_connection_after_a_few_seconds() -> None:
+    # Prometheus and the kubelet connect afresh when their connection was closed; an idle one held for
+    # 120 s (the API's keep-alive, sized for external-dns) would only hold a place on the listener.
+    assert HEALTH_LIMITS.keep_alive <= 5
+    with serving(InMemoryProvider()) as webhook:
+        connection = health_connection(webhook)
+        try:
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().read() == b"ok\n"
+            assert connection.sock is not None
+            connection.sock.settimeout(HEALTH_LIMITS.keep_alive + WAIT)  # bound: keep-alive plus slack
+
+            assert read_until_closed(connection.sock) == b""  # closed by the server, nothing sent
+        finally:
+            connection.close()

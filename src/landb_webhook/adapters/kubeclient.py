@@ -86,6 +86,11 @@ def api_client_for(kubeconfig: Path | None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+def verifies_tls(api_client: client.ApiClient) -> bool:
+    """Whether the client verifies the API server's certificate (False: insecure-skip-tls-verify)."""
+    return bool(api_client.configuration.verify_ssl)
+
+
 ApiClient = client.ApiClient
 """The type the composition root hands from :func:`api_client_for` to the adapters' constructors."""
 

@@ -156,15 +156,31 @@ class OpenStackSession:
             if self._cloud_conf is not None:
                 auth = cloudconf.connection_options(self._cloud_conf, cacert=self._cacert).get("auth", {})
             else:
-                files = [str(self._clouds_yaml)] if self._clouds_yaml is not None else None
-                loader = openstack.config.OpenStackConfig(
-                    config_files=files, load_envvars=self._clouds_yaml is None
-                )
-                auth = loader.get_one(cloud=self._cloud).config.get("auth", {})
+                auth = self._local_region().config.get("auth", {})
         except Exception as error:
             log.debug("OpenStack credentials not read for redaction", error=type(error).__name__)
             return []
         return [str(value) for key, value in auth.items() if value and is_secret_key(key)]
+
+    def verifies_tls(self) -> bool:
+        """Whether the configuration verifies OpenStack's TLS certificates (False: ``verify: false``,
+        ``insecure: true`` or ``OS_INSECURE`` in clouds.yaml or the environment), read without any remote
+        call; True when it cannot be read (the first call will say why). A cloud.conf cannot turn it off."""
+        if self._cloud_conf is not None:
+            return True
+        try:
+            verify, _cert = self._local_region().get_requests_verify_args()
+        except Exception as error:
+            log.debug("OpenStack TLS settings not read", error=type(error).__name__)
+            return True
+        return verify is not False
+
+    def _local_region(self) -> Any:
+        """The cloud's configuration from clouds.yaml or the ``OS_*`` environment, as the first call reads
+        it (no remote call)."""
+        files = [str(self._clouds_yaml)] if self._clouds_yaml is not None else None
+        loader = openstack.config.OpenStackConfig(config_files=files, load_envvars=self._clouds_yaml is None)
+        return loader.get_one(cloud=self._cloud, **self._tls)
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,12 @@ deadline (uvicorn only times out idle keep-alive connections, so a client sendin
 its connection forever), and past a number of open connections a new one is answered 503 and closed at
 once. With the API's connections capped, a flood of it cannot use up the process' file descriptors, and
 the health listener, with its own small budget, keeps answering the kubelet.
+
+The health listener is open to every pod (the kubelet probes the pod IP), so its budget must not be
+something a pod can hold: it keeps an idle connection a few seconds only, and at its cap a new connection
+takes the place of the connection idle the longest (between requests, or not yet through its first head)
+instead of being refused. Only connections whose request is being answered, a few milliseconds each,
+are never closed for another: a probe always finds a place.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ _log = get_logger(__name__)
 KEEP_ALIVE_SECONDS = 120
 """Longer than Go's idle-connection timeout (90 s), so external-dns, not us, closes idle connections
 and never sends a request down a connection we are closing."""
+HEALTH_KEEP_ALIVE_SECONDS = 5
+"""Idle connections to the health listener: the kubelet opens one per probe, Prometheus reconnects each
+scrape; holding one longer only holds a place on the listener."""
 REQUEST_HEAD_TIMEOUT = 10.0
 """Seconds from a connection's opening (or a request's first byte) to the end of the request's head;
 external-dns writes a request at once, over loopback."""
@@ -60,13 +69,19 @@ class ConnectionLimits:
     body_timeout: float = REQUEST_BODY_TIMEOUT
     setting: str | None = None
     """The setting that raises ``max_connections``, named in the log line when the cap is reached."""
+    keep_alive: int = KEEP_ALIVE_SECONDS
+    """Seconds an idle keep-alive connection is kept open."""
+    idle_gives_way: bool = False
+    """At the cap, close the connection idle the longest for the new one, instead of refusing the new one."""
 
 
 def api_limits(max_connections: int = API_MAX_CONNECTIONS) -> ConnectionLimits:
     return ConnectionLimits("api", max_connections, setting=flag_and_variable("api_max_connections"))
 
 
-HEALTH_LIMITS = ConnectionLimits("health", HEALTH_MAX_CONNECTIONS)
+HEALTH_LIMITS = ConnectionLimits(
+    "health", HEALTH_MAX_CONNECTIONS, keep_alive=HEALTH_KEEP_ALIVE_SECONDS, idle_gives_way=True
+)
 
 _TOO_MANY_CONNECTIONS = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
@@ -89,10 +104,13 @@ class LimitedH11Protocol(H11Protocol):
         self._awaiting: str | None = None
         """``head`` or ``body`` while a deadline runs for that part of a request, else None."""
         self._deadline: asyncio.TimerHandle | None = None
+        self._idle_since = 0.0
+        """Loop time of the connection's opening or its last response: the oldest idle gives way first."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections:
+        self._idle_since = self.loop.time()
+        if self._over_cap() and not self._close_the_longest_idle():
             self.log.warning(
                 ("connection cap", self.limits.listener),
                 "connection refused: too many open connections",
@@ -118,6 +136,43 @@ class LimitedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._await(None)
         super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        self._idle_since = self.loop.time()
+        super().on_response_complete()
+
+    def _idle(self) -> bool:
+        """No request of this connection is being answered: it waits for its client."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def _open(self) -> list[LimitedH11Protocol]:
+        """This listener's connections not already closing (a closed one leaves the set a tick later)."""
+        return [
+            connection
+            for connection in self.connections
+            if isinstance(connection, LimitedH11Protocol) and not connection.transport.is_closing()
+        ]
+
+    def _over_cap(self) -> bool:
+        return len(self._open()) > self.limits.max_connections
+
+    def _close_the_longest_idle(self) -> bool:
+        """With :attr:`ConnectionLimits.idle_gives_way`, close the connection idle the longest to make room
+        for this one; False when the listener does not give way or every other connection is busy."""
+        if not self.limits.idle_gives_way:
+            return False
+        idle = [connection for connection in self._open() if connection is not self and connection._idle()]
+        if not idle:
+            return False
+        longest = min(idle, key=lambda connection: connection._idle_since)
+        self.log.warning(
+            ("gave way", self.limits.listener),
+            "connection closed: idle the longest, its place given to a new connection",
+            listener=self.limits.listener,
+            max_connections=self.limits.max_connections,
+        )
+        longest.transport.close()
+        return True
 
     def _await(self, part: str | None) -> None:
         """Start the deadline for ``part`` unless it already runs; None stops it."""
@@ -199,7 +254,7 @@ class HttpServers:
                     access_log=False,  # one access line per request comes from the app itself
                     lifespan="on",
                     server_header=False,
-                    timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                    timeout_keep_alive=limits.keep_alive,
                     timeout_graceful_shutdown=graceful_timeout,
                     backlog=LISTEN_BACKLOG,
                 )
