@@ -239,14 +239,15 @@ class Settings(BaseSettings):
         0.5,
         ge=0,
         le=1,
-        description="Largest share of the published aliases one apply may remove; a larger removal is "
-        "refused whole (503) as a likely mistake (a source misconfigured, a namespace deleted).",
+        description="Largest share of a namespace's published aliases one apply (or the removal window) "
+        "may remove; that namespace's removals beyond it are held back as a likely mistake (a source "
+        "misconfigured, a namespace deleted) while everything else lands (503 naming them).",
     )
     max_removal_min_count: int = Field(
         5,
         ge=1,
-        description="Removals of fewer aliases than this are never refused by the share rule "
-        "(small clusters).",
+        description="Removals of fewer aliases of one namespace than this are never held back by the "
+        "share rule (small namespaces).",
     )
     removal_window: float = Field(
         3600.0,

@@ -4,7 +4,8 @@
    of this apply passes (provider.fence); then every read the plan needs, sent together (provider.together):
    the state ConfigMap, Nova's servers, the load balancers, the claims and the metadata quota;
 2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
-3. removal guard (provider.removals): too many aliases off the air at once refuses the whole change set;
+3. removal guard (provider.removals): a namespace's removals that would take too many of its aliases off
+   the air are held back (their tokens and claims kept, retried every loop); the rest goes on;
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
    *break* (removals) writes, with the index and packing rules;
 5. claims stored, before any alias is written;
@@ -26,8 +27,9 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | another apply still runs in this process       | ApplyError: nothing read or written                      |
 | an alias without a claim, or a claim beside no | that change refused and said; the rest goes on           |
 | create                                         |                                                          |
-| the removal guard trips                        | RemovalRefused: nothing written, not even the additions; |
-|                                                | the window is left as it was                             |
+| the removal guard trips for a namespace        | its removals held back (tokens and claims kept, told to  |
+|                                                | their objects); additions, moves and other namespaces'   |
+|                                                | removals written; 503 naming what was held back          |
 | aliases to publish, no ingress node at all     | those additions refused; the removals go on              |
 | an addition the plan cannot write (quota,      | refused; its alias loses no token anywhere, so its old   |
 | value length, a plain alias of that name)      | carriers keep it                                         |
@@ -98,13 +100,14 @@ from landb_webhook.provider.apply.loadbalancers import (
     merged_carriers,
 )
 from landb_webhook.provider.apply.refusals import report_refusals
-from landb_webhook.provider.apply.removals import RemovalRefused, guard_removals
+from landb_webhook.provider.apply.removals import guard_removals
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
 from landb_webhook.provider.interface import ApplyError, ApplyRefused
-from landb_webhook.provider.ownership.claims import Claims
+from landb_webhook.provider.ownership.claims import Claims, Gated
 from landb_webhook.provider.read.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
 from landb_webhook.provider.read.health import Placement
 from landb_webhook.provider.read.inventory import Inventory, InventoryReader
+from landb_webhook.provider.read.tenants import namespaces
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
 from landb_webhook.provider.together import Together
 from landb_webhook.provider.watch import publications
@@ -299,13 +302,14 @@ class Applier:
         )
         publish -= beside_plain_homes
 
-        # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
+        # 3. removal guard: a namespace's removals that would take too many of its aliases off the air are
+        # held back (tokens and claims kept: external-dns sends them again); everything else goes on.
         placement = context.placement(inventory)
-        self._guard_removals(
-            withdraw,
-            publish,
+        held = self._guard_removals(
+            gated,
             merged_carriers(placement.current, load_balancers.carriers()),
             staying=inventory.frozen_carriers(),
+            whose=namespaces([*claim_records, *gated.store], _endpoints(changes), context.label_or_none),
         )
 
         # 4. plan: which servers must carry each alias, then the make and break writes of each server.
@@ -369,7 +373,7 @@ class Applier:
         # the orphaned ones) beside the state stored (the servers carrying our aliases, the window). A
         # frozen holder keeps the alias whatever we do: once our tokens are gone the name is someone
         # else's, so its claim goes too (else external-dns would ask to delete it every loop).
-        unfinished = outcome.failed_labels() | kept | beside_plain_homes
+        unfinished = outcome.failed_labels() | kept | beside_plain_homes | held
         gone, orphaned = self._claims_to_drop(
             [c for c in gated.drop if self._claims.claimed_label(c) not in unfinished],
             self._claims.orphaned(claim_records, carried_or_wanted),
@@ -447,30 +451,36 @@ class Applier:
 
     def _guard_removals(
         self,
-        withdraw: set[str],
-        publish: set[str],
+        gated: Gated,
         published: Mapping[str, Set[str]],
         *,
         staying: Mapping[str, Set[str]],
-    ) -> None:
-        """The window moved on, or RemovalRefused, told to the objects of every name it holds back."""
+        whose: Mapping[str, str],
+    ) -> set[str]:
+        """The window moved on; the removals held back taken out of ``gated.withdraw`` and returned, said
+        in ``gated.refused`` and told to the objects of every name held back (``whose``: each alias's
+        namespace)."""
         context = self._context
-        try:
-            self._state.window = guard_removals(
-                context.options.removal_guard,
-                self._state.window,
-                withdraw=withdraw,
-                publish=publish,
-                published=published,
-                staying=staying,
-                now=context.clock(),
-                dry_run=context.options.dry_run,
-                metrics=context.metrics,
-            )
-        except RemovalRefused as refusal:
-            for label in sorted(withdraw):
-                self._tell(label, "refused", str(refusal), "removal_guard")
-            raise
+        guarded = guard_removals(
+            context.options.removal_guard,
+            self._state.window,
+            withdraw=gated.withdraw,
+            publish=gated.publish,
+            published=published,
+            staying=staying,
+            namespaces=whose,
+            now=context.clock(),
+            dry_run=context.options.dry_run,
+            metrics=context.metrics,
+            said=context.warnings,
+        )
+        self._state.window = guarded.window
+        gated.withdraw.difference_update(guarded.held_labels())
+        for held in guarded.held:
+            gated.refused.append(held.reason)
+            for label in held.labels:
+                self._tell(label, "refused", held.reason, "removal_guard")
+        return guarded.held_labels()
 
     # -- 4. the plan ------------------------------------------------------------------------
 
@@ -733,6 +743,10 @@ def _carriers(
     nodes = sorted(names.get(server_id, server_id) for server_id in wanted.get(label, ()))
     noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
     return f"{len(nodes)} {noun} ({named(nodes)})"
+
+
+def _endpoints(changes: Changes) -> tuple[Endpoint, ...]:
+    return (*changes.create, *changes.update_new, *changes.delete, *changes.update_old)
 
 
 def _state_of(gone: Remembered, server: Server) -> ServerState:

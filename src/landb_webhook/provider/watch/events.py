@@ -132,8 +132,8 @@ REFUSAL_HINTS = {
     "frozen_alias": "LanDB holds the name in a form the webhook never edits: ask its holder to remove it",
     "capacity": "the ingress nodes are out of metadata room: tell the cluster's operator",
     "no_ingress_nodes": "no node matches the ingress selector: tell the cluster's operator",
-    "removal_guard": "too many names would leave DNS at once; the operator decides "
-    "(LANDB_ALLOW_MASS_REMOVAL)",
+    "removal_guard": "too many of this namespace's names would leave DNS at once: their removal is held "
+    "back (they stay published) until the webhook's operator decides (LANDB_ALLOW_MASS_REMOVAL)",
     "write_failed": "a write did not land; the next loop tries again",
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
