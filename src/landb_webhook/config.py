@@ -206,6 +206,21 @@ class Settings(BaseSettings):
         254, ge=80, le=255, description="Longest landb-alias* value written, commas included."
     )
     index_floor: int = Field(0, ge=0, description="Smallest N given to a new `--load-N-` token.")
+    reserved_metadata_keys: int = Field(
+        16,
+        ge=0,
+        le=127,
+        description="Metadata keys of each server the webhook never fills with aliases, kept for other "
+        "writers (LanDB's own keys, an operator, another tool): a new landb-alias* key is opened only while "
+        "the server holds fewer than Nova's quota (128 by default) less these; 0 fills the quota.",
+    )
+    max_published_per_namespace: int | None = Field(
+        None,
+        ge=1,
+        description="Most names one namespace (the `resource` label of a name's claim) may publish at "
+        "once; a creation past it is refused (a Refused event on its object), so one team cannot fill the "
+        "servers' metadata for everyone. Unset: no cap.",
+    )
 
     # Ownership
     registry: Literal["txt", "noop"] = Field(

@@ -60,6 +60,7 @@ REFUSAL_REASONS = (
     "frozen",
     "plan",
     "removal_guard",
+    "namespace_cap",
     "no_ingress_nodes",
     "not_the_writer",
     "writer_lease_lost",

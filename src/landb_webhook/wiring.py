@@ -101,6 +101,8 @@ def provider_options(settings: Settings) -> ProviderOptions:
         registry=settings.registry,
         index_floor=settings.index_floor,
         max_value_length=settings.max_value_length,
+        reserved_metadata_keys=settings.reserved_metadata_keys,
+        max_published_per_namespace=settings.max_published_per_namespace,
         write_concurrency=settings.write_concurrency,
         inventory_max_age=settings.inventory_max_age,
         dry_run=settings.dry_run,

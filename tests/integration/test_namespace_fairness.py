@@ -112,3 +112,63 @@ def test_the_allow_switch_lets_the_held_back_removals_go(make_cluster: Any) -> N
     assert published(cluster) == set(TEAM_A)
     assert len(api_writes(cluster.sim)) > writes_before
     assert claimed(cluster) == set(TEAM_A)
+
+
+# -- 2. room kept for everyone ------------------------------------------------------------------------
+
+
+def test_a_team_at_its_cap_leaves_room_for_the_other_team(make_cluster: Any) -> None:
+    """Each server has room for two more keys, twelve names; no reserve, so only the cap keeps room. Team b
+    asks for thirty names: eight land (its cap), the rest are refused with a Refused event on its Ingress.
+    Team a's new name then lands."""
+    fake = FakeTime()
+    cluster: Cluster = make_cluster(
+        clock=fake.time,
+        events=True,
+        max_value_length=80,
+        reserved_metadata_keys=0,
+        max_published_per_namespace=8,
+    )
+    keys = max(len(cluster.sim.state.metadata(cluster.server_id(node))) for node in cluster.nodes)
+    cluster.sim.state.set_quota(keys + 2)
+    cluster.sim.state.add_ingress("team-a", "web", ["a-new.cern.ch"])
+    cluster.sim.state.add_ingress("team-b", "bulk", TEAM_B)
+
+    cluster.want_in({"team-b": {"bulk": TEAM_B}})
+    with pytest.raises(ApplyError, match=r"namespace team-b would publish more than 8 names"):
+        cluster.loop()
+    assert published(cluster) == set(sorted(TEAM_B)[:8])
+    assert counted(cluster.metrics, "refused_changes_total", reason="namespace_cap") == 22
+    notes = cluster.eventually(
+        lambda: refused_notes(cluster, "team-b", "LANDB_MAX_PUBLISHED_PER_NAMESPACE"),
+        what="team b's Refused event",
+    )
+    assert set(notes) == {"bulk"}
+
+    cluster.want_in({"team-a": {"web": ("a-new.cern.ch",)}, "team-b": {"bulk": TEAM_B}})
+    with pytest.raises(ApplyError, match="namespace team-b"):
+        cluster.loop()
+    assert published(cluster) == {"a-new.cern.ch", *sorted(TEAM_B)[:8]}
+    assert "a-new.cern.ch" in claimed(cluster)
+    assert not {name for name in claimed(cluster) if name.startswith("b")} - set(sorted(TEAM_B)[:8])
+
+
+def test_the_reserved_keys_stay_free_for_other_writers(make_cluster: Any) -> None:
+    """Default reserve (16 keys): with room for 17 more keys, the webhook opens one and refuses the rest as
+    capacity, saying the reserve: sixteen keys stay free under Nova's quota."""
+    cluster: Cluster = make_cluster(events=True, max_value_length=80)
+    server = cluster.server_id(cluster.nodes[0])
+    keys = max(len(cluster.sim.state.metadata(cluster.server_id(node))) for node in cluster.nodes)
+    cluster.sim.state.set_quota(keys + 17)
+    cluster.sim.state.add_ingress("team-a", "web", TEAM_B)
+
+    cluster.want_in({"team-a": {"web": TEAM_B}})
+    with pytest.raises(ApplyError, match="16 of them kept free for others"):
+        cluster.loop()
+    assert len(cluster.sim.state.metadata(server)) == keys + 1
+    assert 0 < len(published(cluster)) < len(TEAM_B)
+    notes = cluster.eventually(
+        lambda: refused_notes(cluster, "team-a", "kept free for others"), what="the capacity event"
+    )
+    assert "out of metadata room" in notes["web"]
+    assert keys + 17 - len(cluster.sim.state.metadata(server)) == 16

@@ -30,6 +30,10 @@ class ProviderOptions:
     registry: str = "txt"
     index_floor: int = 0
     max_value_length: int = 254
+    reserved_metadata_keys: int = 0
+    """Keys of each server's quota no addition takes (LANDB_RESERVED_METADATA_KEYS)."""
+    max_published_per_namespace: int | None = None
+    """Most names one namespace publishes at once (LANDB_MAX_PUBLISHED_PER_NAMESPACE); None: no cap."""
     write_concurrency: int = 4
     inventory_max_age: float = 30.0
     dry_run: bool = False

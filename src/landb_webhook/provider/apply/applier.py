@@ -99,6 +99,7 @@ from landb_webhook.provider.apply.loadbalancers import (
     TagWrites,
     merged_carriers,
 )
+from landb_webhook.provider.apply.namespace_cap import over_cap, past_cap
 from landb_webhook.provider.apply.refusals import report_refusals
 from landb_webhook.provider.apply.removals import guard_removals
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
@@ -302,14 +303,16 @@ class Applier:
         )
         publish -= beside_plain_homes
 
-        # 3. removal guard: a namespace's removals that would take too many of its aliases off the air are
-        # held back (tokens and claims kept: external-dns sends them again); everything else goes on.
+        # 3. per namespace: the removal guard holds back a namespace's removals that would take too many of
+        # its aliases off the air (tokens and claims kept: external-dns sends them again), and the cap of
+        # names per namespace refuses the creations past it; everything else goes on.
         placement = context.placement(inventory)
-        held = self._guard_removals(
+        held = self._per_namespace(
             gated,
             merged_carriers(placement.current, load_balancers.carriers()),
             staying=inventory.frozen_carriers(),
             whose=namespaces([*claim_records, *gated.store], _endpoints(changes), context.label_or_none),
+            homes=homes,
         )
 
         # 4. plan: which servers must carry each alias, then the make and break writes of each server.
@@ -338,6 +341,7 @@ class Applier:
             floor=options.index_floor,
             max_length=options.max_value_length,
             quota=quota.result() if wanted else 0,
+            reserved=options.reserved_metadata_keys if wanted else 0,
             preferred=self._lost_indices.preferred(),
             holders=inventory.holders(),
             leaving=withdraw,
@@ -447,7 +451,49 @@ class Applier:
         state_read.result()
         return self._inventory.fresh(listing), load_balancers_read.result(), claims_read.result(), quota
 
-    # -- 3. the removal guard ---------------------------------------------------------------
+    # -- 3. per namespace: the removal guard, the cap of names -----------------------------
+
+    def _per_namespace(
+        self,
+        gated: Gated,
+        published: Mapping[str, Set[str]],
+        *,
+        staying: Mapping[str, Set[str]],
+        whose: Mapping[str, str],
+        homes: dict[str, frozenset[str]],
+    ) -> set[str]:
+        """Step 3: the removal guard (the removals it holds back returned), then the cap of names per
+        namespace (the creations past it taken out of ``gated`` and ``homes``)."""
+        held = self._guard_removals(gated, published, staying=staying, whose=whose)
+        cap = self._context.options.max_published_per_namespace
+        if cap is None:
+            return held
+        on_air = {label for label, carriers in published.items() if carriers}
+        refused = over_cap(cap, whose, published=on_air, withdraw=gated.withdraw, publish=gated.publish)
+        for namespace, labels in refused.items():
+            self._refuse_past_cap(gated, namespace, labels, past_cap(namespace, cap), homes)
+        return held
+
+    def _refuse_past_cap(
+        self, gated: Gated, namespace: str, labels: list[str], why: str, homes: dict[str, frozenset[str]]
+    ) -> None:
+        context = self._context
+        context.metrics.refused_changes_total.labels(reason="namespace_cap").inc(len(labels))
+        context.warn_once(
+            f"namespace_cap {namespace}",
+            "change refused: namespace at its cap of published names",
+            namespace=namespace,
+            aliases=len(labels),
+            alias_names=labels[:10],
+            hint="raise LANDB_MAX_PUBLISHED_PER_NAMESPACE, or have the namespace publish fewer names",
+        )
+        gone = set(labels)
+        gated.publish.difference_update(gone)
+        gated.store[:] = [c for c in gated.store if self._claims.claimed_label(c) not in gone]
+        for label in labels:
+            homes.pop(label, None)
+            gated.refused.append(f"{label}: {why}")
+            self._tell(label, "refused", why, "namespace_cap")
 
     def _guard_removals(
         self,

@@ -134,6 +134,8 @@ REFUSAL_HINTS = {
     "no_ingress_nodes": "no node matches the ingress selector: tell the cluster's operator",
     "removal_guard": "too many of this namespace's names would leave DNS at once: their removal is held "
     "back (they stay published) until the webhook's operator decides (LANDB_ALLOW_MASS_REMOVAL)",
+    "namespace_cap": "the namespace publishes as many names as the webhook's operator allows one namespace: "
+    "remove names it no longer needs, or ask the operator to raise the cap",
     "write_failed": "a write did not land; the next loop tries again",
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
