@@ -13,6 +13,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from landb_webhook.landb.names import validate_label
+from landb_webhook.provider.read.txt_registry import validate_owner_id
 from landb_webhook.selector import (
     AnySelector,
     InvalidSelector,
@@ -236,6 +237,13 @@ class Settings(BaseSettings):
     ownership_configmap: str = Field(
         "landb-webhook-ownership", description="Name of the ownership ConfigMap."
     )
+    txt_owner_id: str | None = Field(
+        None,
+        description="external-dns' --txt-owner-id: with registry txt, a claim naming another owner (or none "
+        "readable) is not ours: ignored for ownership and said once. Unset: a claim is trusted on its "
+        "label alone. Leave it unset while migrating owners (--migrate-from-txt-owner) or with encrypted "
+        "TXT records.",
+    )
     adopt_existing: bool = Field(
         False,
         description="With registry txt: an alias already on the nodes without a TXT claim is claimed "
@@ -354,6 +362,11 @@ class Settings(BaseSettings):
             )
             raise ValueError(f"{exc}; {SELECTOR_SYNTAX}{several}") from None
         return value
+
+    @field_validator("txt_owner_id")
+    @classmethod
+    def _owner_id_reads_back(cls, value: str | None) -> str | None:
+        return None if value is None else validate_owner_id(value)  # InvalidOwnerId is a ValueError
 
     @field_validator("adopt_existing")
     @classmethod

@@ -108,6 +108,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
         dry_run=settings.dry_run,
         health=health_policy(settings),
         adopt_existing=settings.adopt_existing,
+        txt_owner_id=settings.txt_owner_id,
         removal_guard=RemovalGuard(
             max_share=settings.max_removal_share,
             min_count=settings.max_removal_min_count,

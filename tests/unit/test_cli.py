@@ -147,6 +147,13 @@ def test_flags_of_every_kind_reach_the_settings() -> None:
         (["serve", "--ingress-selector", " "], {}, ["--ingress-selector", "empty", "every node"]),
         (["serve", "--exclude-label", "not a key"], {}, ["--exclude-label", "label key"]),
         (
+            ["serve"],
+            {"LANDB_TXT_OWNER_ID": "my cluster"},
+            ["--txt-owner-id", "LANDB_TXT_OWNER_ID", "white space"],
+        ),
+        (["serve", "--reserved-metadata-keys", "200"], {}, ["--reserved-metadata-keys", "127"]),
+        (["serve", "--max-published-per-namespace", "0"], {}, ["--max-published-per-namespace", "1"]),
+        (
             ["serve", "--os-cloud-conf", "/nonexistent/cloud.conf"],
             {},
             ["--os-cloud-conf", "LANDB_OS_CLOUD_CONF", "cannot read /nonexistent/cloud.conf"],

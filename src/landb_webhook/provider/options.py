@@ -39,6 +39,9 @@ class ProviderOptions:
     dry_run: bool = False
     health: HealthPolicy = field(default_factory=HealthPolicy)
     adopt_existing: bool = False
+    txt_owner_id: str | None = None
+    """external-dns' --txt-owner-id (LANDB_TXT_OWNER_ID): a claim of another owner is not ours; None: a
+    claim is trusted on its label alone."""
     removal_guard: RemovalGuard = field(default_factory=RemovalGuard)
     write_fence_margin: float = 5.0
     """Seconds the writer lease must surely last for a write to be sent: the upstream timeout."""

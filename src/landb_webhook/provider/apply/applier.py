@@ -449,7 +449,8 @@ class Applier:
             )
             listing = self._inventory.listing()  # the large one, here (provider.together: why)
         state_read.result()
-        return self._inventory.fresh(listing), load_balancers_read.result(), claims_read.result(), quota
+        claims = self._claims.ours(claims_read.result())  # another owner's claims grant nothing
+        return self._inventory.fresh(listing), load_balancers_read.result(), claims, quota
 
     # -- 3. per namespace: the removal guard, the cap of names -----------------------------
 
