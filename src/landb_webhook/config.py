@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.landb.names import validate_label
 from landb_webhook.provider.read.txt_registry import validate_owner_id
 from landb_webhook.selector import (
@@ -244,6 +245,20 @@ class Settings(BaseSettings):
         "label alone. Leave it unset while migrating owners (--migrate-from-txt-owner) or with encrypted "
         "TXT records.",
     )
+    name_policy: str = Field(
+        "",
+        description="Which names each namespace may publish: rules separated by `;`, each "
+        "`<namespace or *>=<patterns>`, a pattern an alias label or a prefix ending in `*`, `{namespace}` "
+        "standing for the namespace (`*={namespace}-*;web=www,www-*`). A namespace without a rule (and no "
+        "`*` rule) may publish any name. A creation it does not allow is refused with a Refused event; "
+        "a name already published is never taken away.",
+    )
+    reserved_names: str = Field(
+        "",
+        description="Names no namespace may publish (comma-separated alias labels or prefixes ending in "
+        "`*`: `www,login,cern-*`). Labels starting with `xn--` are refused unless LANDB_NAME_POLICY "
+        "allows them with a pattern starting with `xn--`.",
+    )
     adopt_existing: bool = Field(
         False,
         description="With registry txt: an alias already on the nodes without a TXT claim is claimed "
@@ -367,6 +382,18 @@ class Settings(BaseSettings):
     @classmethod
     def _owner_id_reads_back(cls, value: str | None) -> str | None:
         return None if value is None else validate_owner_id(value)  # InvalidOwnerId is a ValueError
+
+    @field_validator("name_policy")
+    @classmethod
+    def _name_policy_reads(cls, value: str) -> str:
+        NamePolicy.parse(value)  # InvalidPolicy is a ValueError naming the wrong part
+        return value
+
+    @field_validator("reserved_names")
+    @classmethod
+    def _reserved_names_read(cls, value: str) -> str:
+        NamePolicy.parse("", value)
+        return value
 
     @field_validator("adopt_existing")
     @classmethod

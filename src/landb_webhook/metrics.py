@@ -61,6 +61,7 @@ REFUSAL_REASONS = (
     "plan",
     "removal_guard",
     "namespace_cap",
+    "name_policy",
     "no_ingress_nodes",
     "not_the_writer",
     "writer_lease_lost",

@@ -172,3 +172,41 @@ def test_the_reserved_keys_stay_free_for_other_writers(make_cluster: Any) -> Non
     )
     assert "out of metadata room" in notes["web"]
     assert keys + 17 - len(cluster.sim.state.metadata(server)) == 16
+
+
+# -- 3. the name policy --------------------------------------------------------------------------------
+
+
+def test_a_name_the_policy_does_not_allow_is_refused_on_its_object_and_the_rest_lands(
+    make_cluster: Any,
+) -> None:
+    """Each namespace may publish names starting with its own name; ``login`` is reserved; an xn-- label
+    is refused. Team b asking for team a's prefix, a reserved name and an IDN name gets three Refused
+    events; its own name and team a's land. A name already published is never taken away."""
+    cluster: Cluster = make_cluster(events=True, name_policy="*={namespace}-*", reserved_names="login")
+    cluster.sim.state.add_ingress("team-a", "web", ["team-a-web.cern.ch"])
+    cluster.sim.state.add_ingress("team-b", "grab", ["team-a-shop.cern.ch", "login.cern.ch"])
+    cluster.sim.state.add_ingress("team-b", "idn", ["xn--team-b-9ya.cern.ch"])
+    cluster.sim.state.add_ingress("team-b", "own", ["team-b-api.cern.ch"])
+    cluster.want_in(
+        {
+            "team-a": {"web": ("team-a-web.cern.ch",)},
+            "team-b": {
+                "grab": ("team-a-shop.cern.ch", "login.cern.ch"),
+                "idn": ("xn--team-b-9ya.cern.ch",),
+                "own": ("team-b-api.cern.ch",),
+            },
+        }
+    )
+    with pytest.raises(ApplyError, match="may publish only team-b-"):
+        cluster.loop()
+    assert published(cluster) == {"team-a-web.cern.ch", "team-b-api.cern.ch"}
+    assert claimed(cluster) == {"team-a-web.cern.ch", "team-b-api.cern.ch"}
+    assert counted(cluster.metrics, "refused_changes_total", reason="name_policy") == 3
+    notes = cluster.eventually(
+        lambda: found if len(found := refused_notes(cluster, "team-b", "")) == 2 else None,
+        what="team b's Refused events",
+    )
+    assert "reserved (LANDB_RESERVED_NAMES: login)" in notes["grab"] or "team-b-*" in notes["grab"]
+    assert "xn--" in notes["idn"]
+    assert refused_notes(cluster, "team-a", "") == {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.provider.read.health import HealthPolicy
 
 DEFAULT_WINDOW_SECONDS = 3600.0
@@ -39,6 +40,8 @@ class ProviderOptions:
     dry_run: bool = False
     health: HealthPolicy = field(default_factory=HealthPolicy)
     adopt_existing: bool = False
+    name_policy: NamePolicy = field(default_factory=NamePolicy)
+    """Which names each namespace may publish (LANDB_NAME_POLICY, LANDB_RESERVED_NAMES)."""
     txt_owner_id: str | None = None
     """external-dns' --txt-owner-id (LANDB_TXT_OWNER_ID): a claim of another owner is not ours; None: a
     claim is trusted on its label alone."""

@@ -466,27 +466,43 @@ class Applier:
         """Step 3: the removal guard (the removals it holds back returned), then the cap of names per
         namespace (the creations past it taken out of ``gated`` and ``homes``)."""
         held = self._guard_removals(gated, published, staying=staying, whose=whose)
-        cap = self._context.options.max_published_per_namespace
+        options = self._context.options
+        on_air = {label for label, carriers in published.items() if carriers}
+        for label in sorted(gated.publish - on_air):  # the name policy: creations only
+            namespace = whose.get(label, "")
+            why = options.name_policy.refusal(label, namespace)
+            if why is not None:
+                self._refuse_creations(gated, namespace, [label], why, homes, kind="name_policy")
+        cap = options.max_published_per_namespace
         if cap is None:
             return held
-        on_air = {label for label, carriers in published.items() if carriers}
         refused = over_cap(cap, whose, published=on_air, withdraw=gated.withdraw, publish=gated.publish)
         for namespace, labels in refused.items():
-            self._refuse_past_cap(gated, namespace, labels, past_cap(namespace, cap), homes)
+            self._refuse_creations(
+                gated, namespace, labels, past_cap(namespace, cap), homes, kind="namespace_cap"
+            )
         return held
 
-    def _refuse_past_cap(
-        self, gated: Gated, namespace: str, labels: list[str], why: str, homes: dict[str, frozenset[str]]
+    def _refuse_creations(
+        self,
+        gated: Gated,
+        namespace: str,
+        labels: list[str],
+        why: str,
+        homes: dict[str, frozenset[str]],
+        *,
+        kind: str,
     ) -> None:
+        """Creations refused by the name policy or the cap: no claim, no write; a metric, a warning said
+        once, and a Refused event on their objects."""
         context = self._context
-        context.metrics.refused_changes_total.labels(reason="namespace_cap").inc(len(labels))
+        context.metrics.refused_changes_total.labels(reason=kind).inc(len(labels))
         context.warn_once(
-            f"namespace_cap {namespace}",
-            "change refused: namespace at its cap of published names",
-            namespace=namespace,
+            f"{kind} {namespace} {labels[0] if kind == 'name_policy' else ''}",
+            f"change refused ({kind}): {why}",
+            namespace=namespace or None,
             aliases=len(labels),
             alias_names=labels[:10],
-            hint="raise LANDB_MAX_PUBLISHED_PER_NAMESPACE, or have the namespace publish fewer names",
         )
         gone = set(labels)
         gated.publish.difference_update(gone)
@@ -494,7 +510,7 @@ class Applier:
         for label in labels:
             homes.pop(label, None)
             gated.refused.append(f"{label}: {why}")
-            self._tell(label, "refused", why, "namespace_cap")
+            self._tell(label, "refused", why, kind)
 
     def _guard_removals(
         self,

@@ -136,6 +136,8 @@ REFUSAL_HINTS = {
     "back (they stay published) until the webhook's operator decides (LANDB_ALLOW_MASS_REMOVAL)",
     "namespace_cap": "the namespace publishes as many names as the webhook's operator allows one namespace: "
     "remove names it no longer needs, or ask the operator to raise the cap",
+    "name_policy": "the cluster's name policy does not let this namespace publish this name: pick a name "
+    "it allows, or ask the webhook's operator",
     "write_failed": "a write did not land; the next loop tries again",
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
