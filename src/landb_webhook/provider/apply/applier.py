@@ -4,8 +4,10 @@
    of this apply passes (provider.fence); then every read the plan needs, sent together (provider.together):
    the state ConfigMap, Nova's servers, the load balancers, the claims and the metadata quota;
 2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
-3. removal guard (provider.removals): a namespace's removals that would take too many of its aliases off
-   the air are held back (their tokens and claims kept, retried every loop); the rest goes on;
+3. per namespace (provider.read.tenants: a name's namespace): the removal guard (provider.removals) holds
+   back a namespace's removals that would take too many of its aliases off the air (their tokens and claims
+   kept, retried every loop); the name policy (landb.name_policy) and the cap of names per namespace
+   (provider.namespace_cap) refuse creations; the rest goes on;
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
    *break* (removals) writes, with the index and packing rules;
 5. claims stored, before any alias is written;
@@ -30,6 +32,8 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | the removal guard trips for a namespace        | its removals held back (tokens and claims kept, told to  |
 |                                                | their objects); additions, moves and other namespaces'   |
 |                                                | removals written; 503 naming what was held back          |
+| a creation the name policy or the namespace's  | refused (no claim, no write), told to its objects; the   |
+| cap refuses                                    | rest goes on; nothing published is taken away            |
 | aliases to publish, no ingress node at all     | those additions refused; the removals go on              |
 | an addition the plan cannot write (quota,      | refused; its alias loses no token anywhere, so its old   |
 | value length, a plain alias of that name)      | carriers keep it                                         |
