@@ -12,6 +12,7 @@ asking for it:
 | written on its carriers                           | Normal  | Written      | where; DNS pending (LanDB)    |
 | removed from every carrier                        | Normal  | Removed      | DNS drops it within a sync    |
 | refused (by AdjustEndpoints or ApplyChanges)      | Warning | Refused      | why, and what to do (by kind) |
+| its removal held back (the removal guard)         | Warning | Refused      | not removed: why, what to do  |
 | DNS answers the carriers (after pending)          | Normal  | OnTheAir     | resolves to ..., N min after  |
 | DNS answers what this cluster never published     | Warning | DnsConflict  | what it answers; who to ask   |
 | DNS no longer answers a removed name              | Normal  | DnsGone      | no longer resolves            |
@@ -183,7 +184,8 @@ def note(change: NameChange) -> str:
             return f"{name} removed from {detail}; DNS drops it at LanDB's next publication"
         case "refused":
             hint = REFUSAL_HINTS.get(change.kind) or (_INVALID_HINT if change.kind in _INVALID_KINDS else "")
-            return f"{name} not published: {detail}" + (f". What to do: {hint}" if hint else "")
+            held = "not removed (it stays published)" if change.kind == "removal_guard" else "not published"
+            return f"{name} {held}: {detail}" + (f". What to do: {hint}" if hint else "")
         case "conflict":
             return f"{detail}. {CONFLICT_HINT}"
     return detail
