@@ -121,6 +121,13 @@ from landb_webhook.provider.watch.events import NameChange
 log = structlog.get_logger(__name__)
 
 
+_REFUSED_CREATIONS = {
+    "namespace_cap": "change refused: namespace at its cap of published names",
+    "name_policy": "change refused: the name policy does not allow this name",
+}
+"""The warning of each kind of creation refused in step 3, said once an hour per namespace (and name)."""
+
+
 class NotTheWriter(ApplyRefused):
     """Another replica holds the writer lease; nothing was written."""
 
@@ -503,10 +510,11 @@ class Applier:
         context.metrics.refused_changes_total.labels(reason=kind).inc(len(labels))
         context.warn_once(
             f"{kind} {namespace} {labels[0] if kind == 'name_policy' else ''}",
-            f"change refused ({kind}): {why}",
+            _REFUSED_CREATIONS[kind],
             namespace=namespace or None,
             aliases=len(labels),
             alias_names=labels[:10],
+            reason=why,
         )
         gone = set(labels)
         gated.publish.difference_update(gone)
