@@ -12,7 +12,9 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.landb.names import InvalidName, label_for, validate_label
+from landb_webhook.provider.read.txt_registry import validate_owner_id
 from landb_webhook.selector import (
     AnySelector,
     InvalidSelector,
@@ -232,6 +234,21 @@ class Settings(BaseSettings):
         "a --index-floor clear of the other's Ns). Any other name DNS answers elsewhere is refused before "
         "its first write.",
     )
+    reserved_metadata_keys: int = Field(
+        16,
+        ge=0,
+        le=127,
+        description="Metadata keys of each server the webhook never fills with aliases, kept for other "
+        "writers (LanDB's own keys, an operator, another tool): a new landb-alias* key is opened only while "
+        "the server holds fewer than Nova's quota (128 by default) less these; 0 fills the quota.",
+    )
+    max_published_per_namespace: int | None = Field(
+        None,
+        ge=1,
+        description="Most names one namespace (the `resource` label of a name's claim) may publish at "
+        "once; a creation past it is refused (a Refused event on its object), so one team cannot fill the "
+        "servers' metadata for everyone. Unset: no cap.",
+    )
 
     # Ownership
     registry: Literal["txt", "noop"] = Field(
@@ -244,14 +261,29 @@ class Settings(BaseSettings):
     ownership_namespace: str | None = Field(
         None, description="Namespace of the ownership ConfigMap; unset means the pod's own namespace."
     )
-    txt_owner_id: str | None = Field(
-        None,
-        description="external-dns' --txt-owner-id: only ownership records of this owner are the webhook's "
-        "(another owner's, or one written by hand without it, is ignored and said once); unset: every "
-        "record in the ConfigMap counts.",
-    )
     ownership_configmap: str = Field(
         "landb-webhook-ownership", description="Name of the ownership ConfigMap."
+    )
+    txt_owner_id: str | None = Field(
+        None,
+        description="external-dns' --txt-owner-id: with registry txt, a claim naming another owner (or none "
+        "readable) is not ours: ignored for ownership and said once. Unset: a claim is trusted on its "
+        "label alone. Leave it unset while migrating owners (--migrate-from-txt-owner) or with encrypted "
+        "TXT records.",
+    )
+    name_policy: str = Field(
+        "",
+        description="Which names each namespace may publish: rules separated by `;`, each "
+        "`<namespace or *>=<patterns>`, a pattern an alias label or a prefix ending in `*`, `{namespace}` "
+        "standing for the namespace (`*={namespace}-*;web=www,www-*`). A namespace without a rule (and no "
+        "`*` rule) may publish any name. A creation it does not allow is refused with a Refused event; "
+        "a name already published is never taken away.",
+    )
+    reserved_names: str = Field(
+        "",
+        description="Names no namespace may publish (comma-separated alias labels or prefixes ending in "
+        "`*`: `www,login,cern-*`). Labels starting with `xn--` are refused unless LANDB_NAME_POLICY "
+        "allows them with a pattern starting with `xn--`.",
     )
     adopt_existing: bool = Field(
         False,
@@ -293,14 +325,15 @@ class Settings(BaseSettings):
         0.5,
         ge=0,
         le=1,
-        description="Largest share of the published aliases one apply may remove; a larger removal is "
-        "refused whole (503) as a likely mistake (a source misconfigured, a namespace deleted).",
+        description="Largest share of a namespace's published aliases one apply (or the removal window) "
+        "may remove; that namespace's removals beyond it are held back as a likely mistake (a source "
+        "misconfigured, a namespace deleted) while everything else lands (503 naming them).",
     )
     max_removal_min_count: int = Field(
         5,
         ge=1,
-        description="Removals of fewer aliases than this are never refused by the share rule "
-        "(small clusters).",
+        description="Removals of fewer aliases of one namespace than this are never held back by the "
+        "share rule (small namespaces).",
     )
     removal_window: float = Field(
         3600.0,
@@ -391,6 +424,23 @@ class Settings(BaseSettings):
                 else ""
             )
             raise ValueError(f"{exc}; {SELECTOR_SYNTAX}{several}") from None
+        return value
+
+    @field_validator("txt_owner_id")
+    @classmethod
+    def _owner_id_reads_back(cls, value: str | None) -> str | None:
+        return None if value is None else validate_owner_id(value)  # InvalidOwnerId is a ValueError
+
+    @field_validator("name_policy")
+    @classmethod
+    def _name_policy_reads(cls, value: str) -> str:
+        NamePolicy.parse(value)  # InvalidPolicy is a ValueError naming the wrong part
+        return value
+
+    @field_validator("reserved_names")
+    @classmethod
+    def _reserved_names_read(cls, value: str) -> str:
+        NamePolicy.parse("", value)
         return value
 
     @field_validator("adopt_existing")

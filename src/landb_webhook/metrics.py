@@ -60,6 +60,8 @@ REFUSAL_REASONS = (
     "frozen",
     "plan",
     "removal_guard",
+    "namespace_cap",
+    "name_policy",
     "no_ingress_nodes",
     "not_the_writer",
     "writer_lease_lost",

@@ -43,6 +43,7 @@ from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
 from landb_webhook.backends import NameLookup, OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, parse_resolver
+from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
@@ -103,11 +104,15 @@ def provider_options(settings: Settings) -> ProviderOptions:
         registry=settings.registry,
         index_floor=settings.index_floor,
         max_value_length=settings.max_value_length,
+        reserved_metadata_keys=settings.reserved_metadata_keys,
+        max_published_per_namespace=settings.max_published_per_namespace,
         write_concurrency=settings.write_concurrency,
         inventory_max_age=settings.inventory_max_age,
         dry_run=settings.dry_run,
         health=health_policy(settings),
         adopt_existing=settings.adopt_existing,
+        txt_owner_id=settings.txt_owner_id,
+        name_policy=NamePolicy.parse(settings.name_policy, settings.reserved_names),
         removal_guard=RemovalGuard(
             max_share=settings.max_removal_share,
             min_count=settings.max_removal_min_count,

@@ -149,3 +149,67 @@ def test_an_alias_held_by_someone_else_is_said_once_with_its_nodes_and_the_adopt
     assert len(said) == 1
     assert said[0]["nodes"] == [cluster.nodes[0]]
     assert "landb-webhook adopt" in said[0]["hint"] and "--names legacy.cern.ch" in said[0]["hint"]
+
+
+# -- claims checked against the configured owner id (LANDB_TXT_OWNER_ID) ---------------------------------
+
+
+def other_owners_claim(name: str, owner: str = "someone-else") -> Endpoint:
+    return Endpoint(
+        f"a-{name}",
+        "TXT",
+        (f'"heritage=external-dns,external-dns/owner={owner},external-dns/resource=ingress/team-b/x"',),
+        labels=(("ownedRecord", name),),
+    )
+
+
+@pytest.mark.parametrize(("owner_id", "ours"), [("test-cluster", False), (None, True)])
+def test_a_stored_claim_of_another_owner_makes_no_alias_ours(
+    make_cluster: Any, owner_id: str | None, ours: bool
+) -> None:
+    """A claim in the ownership ConfigMap naming another owner (written by hand, or by external-dns with
+    another --txt-owner-id) beside a hand-set alias: with LANDB_TXT_OWNER_ID a deletion of that alias is
+    refused as someone else's, the claim stays, and it is said once; unset (as before), the claim is
+    trusted on its label and the alias goes."""
+    cluster: Cluster = make_cluster(txt_owner_id=owner_id)
+    hand_set_legacy(cluster)
+    claim = other_owners_claim("legacy.cern.ch")
+    cluster.resources.ownership.apply([claim], [])
+    before = node_metadata(cluster)
+    deletion = Changes(delete=(Endpoint("legacy.cern.ch", "A", ("188.184.0.1",)), claim))
+
+    if ours:
+        cluster.provider.apply_changes(deletion)
+        assert node_metadata(cluster) != before
+        return
+    with capture_logs() as logs, pytest.raises(ApplyError, match="no ownership record"):
+        cluster.provider.apply_changes(deletion)
+    with capture_logs() as again, pytest.raises(ApplyError):
+        cluster.provider.apply_changes(deletion)
+    assert node_metadata(cluster) == before
+    assert "a-legacy.cern.ch" in claim_names(cluster)
+    said = [e for e in logs if e["event"].startswith("ownership record of another owner ignored")]
+    assert [(e["record_owner"], e["owner_id"], e["owned_record"]) for e in said] == [
+        ("someone-else", "test-cluster", "legacy.cern.ch")
+    ]
+    assert not [e for e in again if e["event"].startswith("ownership record of another owner ignored")]
+
+
+def test_a_create_carrying_a_claim_of_another_owner_is_not_stored_nor_published(make_cluster: Any) -> None:
+    cluster: Cluster = make_cluster(txt_owner_id="test-cluster")
+    create = Changes(
+        create=(Endpoint("fresh.cern.ch", "A", ("188.184.0.1",)), other_owners_claim("fresh.cern.ch"))
+    )
+    with pytest.raises(ApplyError, match="no ownership record"):
+        cluster.provider.apply_changes(create)
+    assert "a-fresh.cern.ch" not in claim_names(cluster)
+    assert all("fresh" not in "".join(m.values()) for m in node_metadata(cluster).values())
+
+
+def test_a_claim_of_our_owner_id_still_makes_its_alias_ours(make_cluster: Any) -> None:
+    cluster: Cluster = make_cluster(txt_owner_id="test-cluster")
+    cluster.want("app.cern.ch")
+    cluster.settle()
+    cluster.want()
+    cluster.settle()
+    assert all("app" not in "".join(m.values()) for m in node_metadata(cluster).values())

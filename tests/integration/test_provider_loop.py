@@ -196,7 +196,7 @@ def test_a_locked_server_fails_alone_and_converges_once_unlocked(make_cluster: A
 
 
 def test_metadata_quota_overflow_is_refused_and_other_servers_converge(make_cluster: Any) -> None:
-    cluster = make_cluster(max_value_length=80)
+    cluster = make_cluster(max_value_length=80, reserved_metadata_keys=0)
     full = cluster.server_id(cluster.nodes[0])
     crowded = {**cluster.sim.state.metadata(full), **{f"user-key-{i}": "x" for i in range(4)}}
     cluster.sim.state.set_metadata_direct(full, crowded)
@@ -236,7 +236,7 @@ def test_a_cluster_over_its_quota_gets_what_fits_and_one_line_per_alias_and_per_
 ) -> None:
     """Every node full but for one key: each gets the names that fit in it, and the log says each name
     refused once (not once per node) and each full node once; a later loop says the same, no more."""
-    cluster = make_cluster(max_value_length=80)
+    cluster = make_cluster(max_value_length=80, reserved_metadata_keys=0)
     ingress = cluster.nodes[:3]
     for node in ingress:
         sid = cluster.server_id(node)

@@ -202,6 +202,27 @@ def test_a_make_write_never_takes_a_server_over_its_quota(scenario: Scenario) ->
             assert len(apply_write(server_plan.server.metadata, server_plan.make_write)) <= scenario.quota
 
 
+@given(scenarios(quota="tight"), st.integers(0, 6))
+def test_a_reserve_of_keys_plans_as_that_much_smaller_a_quota_and_says_so(
+    scenario: Scenario, reserved: int
+) -> None:
+    """The reserve (LANDB_RESERVED_METADATA_KEYS) is the quota less those keys, for every write and every
+    refusal; only a refusal's sentence differs, naming the real quota and the reserve."""
+    kept = plan_changes(
+        scenario.servers,
+        scenario.wanted,
+        floor=scenario.floor,
+        max_length=scenario.max_length,
+        quota=scenario.quota + reserved,
+        reserved=reserved,
+    )
+    assert kept.servers == scenario.plan().servers
+    assert [r[:2] + r[3:] for r in kept.refusals] == [r[:2] + r[3:] for r in scenario.plan().refusals]
+    for refusal in kept.refusals:
+        if "quota" in refusal.reason and reserved:
+            assert f"quota is {scenario.quota + reserved}, {reserved} of them kept free" in refusal.reason
+
+
 @given(scenarios(quota="tight"))
 def test_a_label_refused_anywhere_loses_no_token_anywhere(scenario: Scenario) -> None:
     plan = scenario.plan()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -202,5 +203,88 @@ def test_the_guard_counts_exactly_the_withdrawn_names_left_with_no_carrier_once_
         now=START,
         dry_run=False,
         metrics=Metrics.create(process_metrics=False),
-    )
+    ).window
     assert (window.applies[-1].withdrawn if window.applies else frozenset()) == gone
+
+
+# -- per namespace: one team's churn is judged on its own -------------------------------------------------
+
+TEAMS = ("team-a", "team-b", "")
+
+
+@st.composite
+def teams(draw: st.DrawFn) -> tuple[dict[str, str], set[str], set[str]]:
+    """Each OLD name in a namespace (``""``: none), the names withdrawn, the names created."""
+    whose = {label: draw(st.sampled_from(TEAMS)) for label in OLD}
+    withdraw = draw(st.sets(st.sampled_from(OLD)))
+    created = {f"new{i}" for i in range(draw(st.integers(0, 4)))}
+    whose |= {label: draw(st.sampled_from(TEAMS)) for label in created}
+    return whose, withdraw, created
+
+
+def guarded(whose: dict[str, str], withdraw: set[str], created: set[str], window: RemovalWindow) -> Any:
+    return guard_removals(
+        RemovalGuard(max_share=0.5, min_count=3),
+        window,
+        withdraw=withdraw,
+        publish=created,
+        published={label: {"server"} for label in OLD},
+        staying={},
+        namespaces=whose,
+        now=START,
+        dry_run=False,
+        metrics=Metrics.create(process_metrics=False),
+    )
+
+
+@given(teams(), st.sampled_from(TEAMS))
+def test_a_namespace_is_held_back_exactly_as_if_it_were_alone(
+    drawn: tuple[dict[str, str], set[str], set[str]], team: str
+) -> None:
+    """What the guard holds back of one namespace does not depend on the other namespaces' names, their
+    removals or their creations; and it holds back all of that namespace's removals or none."""
+    whose, withdraw, created = drawn
+    together = guarded(whose, withdraw, created, RemovalWindow(HOUR))
+    own = {label for label in OLD if whose[label] == team}
+    alone = guard_removals(
+        RemovalGuard(max_share=0.5, min_count=3),
+        RemovalWindow(HOUR),
+        withdraw=withdraw & own,
+        publish={label for label in created if whose[label] == team},
+        published={label: {"server"} for label in own},
+        staying={},
+        now=START,
+        dry_run=False,
+        metrics=Metrics.create(process_metrics=False),
+    )
+    held_together = {label for label in together.held_labels() if whose[label] == team}
+    assert held_together == alone.held_labels()
+    assert held_together in (set(), withdraw & own)
+    tripped = RemovalGuard(max_share=0.5, min_count=3).trips(len(withdraw & own), len(own))
+    assert bool(held_together) == tripped
+
+
+@given(teams())
+def test_the_held_back_removals_leave_no_trace_in_the_window_and_the_rest_is_remembered(
+    drawn: tuple[dict[str, str], set[str], set[str]],
+) -> None:
+    whose, withdraw, created = drawn
+    result = guarded(whose, withdraw, created, RemovalWindow(HOUR))
+    remembered = frozenset().union(*(past.withdrawn for past in result.window.applies))
+    assert remembered == withdraw - result.held_labels()
+    assert frozenset().union(*(past.created for past in result.window.applies)) == created
+    for past in result.window.applies:
+        assert {whose[label] for label in past.withdrawn | past.created} <= {past.namespace}
+    assert RemovalWindow.from_json(result.window.to_json(), HOUR) == result.window
+
+
+def test_a_window_stored_before_namespaces_reads_as_the_names_of_no_namespace() -> None:
+    window = RemovalWindow.from_json('[[1800000000.0,10,["app1"],[]]]', HOUR)
+    assert window.count(START + 60, 9, ["app2"]).withdrawn == {"app1", "app2"}
+    assert window.count(START + 60, 9, ["app2"], "team-a").withdrawn == {"app2"}
+
+
+@pytest.mark.parametrize("text", ['[[1, 2, [], [], ""]]', "[[1, 2, [], [], 3]]", '[[1, 2, [], [], "a", 1]]'])
+def test_a_window_entry_with_a_bad_namespace_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a removal window"):
+        RemovalWindow.from_json(text, HOUR)

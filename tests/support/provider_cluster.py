@@ -67,6 +67,21 @@ class Cluster:
             for i, name in enumerate(names)
         ]
 
+    def want_in(self, teams: dict[str, dict[str, tuple[str, ...]]]) -> None:
+        """Desired A endpoints of several teams: namespace -> Ingress -> its names."""
+        self.desired = [
+            Endpoint(
+                name,
+                "A",
+                targets=("192.0.2.1",),
+                record_ttl=300,
+                labels=(("resource", f"ingress/{namespace}/{ingress}"),),
+            )
+            for namespace, ingresses in teams.items()
+            for ingress, names in ingresses.items()
+            for name in names
+        ]
+
     def loop(self, policy: str = "sync") -> Changes:
         current = self.provider.records()
         adjusted = self.provider.adjust_endpoints(self.desired)

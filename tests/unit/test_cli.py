@@ -148,6 +148,19 @@ def test_flags_of_every_kind_reach_the_settings() -> None:
         (["serve", "--ingress-selector", " "], {}, ["--ingress-selector", "empty", "every node"]),
         (["serve", "--exclude-label", "not a key"], {}, ["--exclude-label", "label key"]),
         (
+            ["serve"],
+            {"LANDB_TXT_OWNER_ID": "my cluster"},
+            ["--txt-owner-id", "LANDB_TXT_OWNER_ID", "white space"],
+        ),
+        (["serve", "--reserved-metadata-keys", "200"], {}, ["--reserved-metadata-keys", "127"]),
+        (
+            ["serve"],
+            {"LANDB_NAME_POLICY": "team-a=a.b"},
+            ["--name-policy", "LANDB_NAME_POLICY", "'a.b' is not a pattern"],
+        ),
+        (["serve", "--reserved-names", "a b"], {}, ["--reserved-names", "'a b' is not a pattern"]),
+        (["serve", "--max-published-per-namespace", "0"], {}, ["--max-published-per-namespace", "1"]),
+        (
             ["serve", "--os-cloud-conf", "/nonexistent/cloud.conf"],
             {},
             ["--os-cloud-conf", "LANDB_OS_CLOUD_CONF", "cannot read /nonexistent/cloud.conf"],

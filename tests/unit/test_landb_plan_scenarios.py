@@ -288,3 +288,28 @@ def test_plain_aliases_point_at_the_server_or_at_the_interface_a_value_names() -
         "legacy": {"node-1.cern.ch"},
     }
     assert frozen_carriers(fleet) == {"other": {"b"}}
+
+
+def test_the_reserved_keys_are_never_taken_by_an_addition_and_the_refusal_says_so() -> None:
+    """Quota 8, four kept free: a server holding three keys may open one more, no second."""
+    full = {f"user-{i}": "x" for i in range(3)}
+    fleet = [ServerState("a", "node-1", "node-1", full)]
+    wanted = {label: frozenset({"a"}) for label in ("app", "db", "web")}
+    plan = plan_changes(fleet, wanted, max_length=25, quota=8, reserved=4)
+    assert writes(plan) == {"a": ({"landb-alias": "app--load-0-,db--load-0-"}, (), {}, ())}
+    assert [(r.label, r.server.server_id) for r in plan.refusals] == [("web", "a")]
+    assert plan.refusals[0].reason == (
+        "no room left in its metadata keys, the server quota is 8, 4 of them kept free for others"
+    )
+    assert not plan_changes(fleet, wanted, max_length=25, quota=8, reserved=0).refusals
+
+
+def test_a_server_already_in_the_reserve_takes_no_addition_but_loses_its_removals() -> None:
+    full = {f"user-{i}": "x" for i in range(5)}
+    fleet = [ServerState("a", "node-1", "node-1", {**full, "landb-alias": "old--load-0-"})]
+    plan = plan_changes(fleet, {"app": frozenset({"a"}), "old": frozenset()}, quota=8, reserved=4)
+    assert [r.reason for r in plan.refusals] == [
+        "holds 6 metadata keys, the server quota is 8, 4 of them kept free for others"
+    ]
+    [server_plan] = plan.servers
+    assert [t.label for t in server_plan.removed] == ["old"]

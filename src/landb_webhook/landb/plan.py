@@ -186,6 +186,7 @@ def plan_changes(
     floor: int = 0,
     max_length: int = 254,
     quota: int = 128,
+    reserved: int = 0,
     preferred: Mapping[str, Mapping[str, int]] | None = None,
     holders: Holders | None = None,
     leaving: Set[str] = frozenset(),
@@ -198,6 +199,8 @@ def plan_changes(
     returning carrier last held. ``holders``: an index of earlier servers to make theirs from, reading
     only the servers changed since (``landb.holders``). ``leaving``: the labels leaving DNS altogether
     (withdrawn, not moving to a load balancer): their removals are leave writes, before the make writes.
+    ``reserved``: keys of the ``quota`` no addition may take (kept for other writers): a server takes new
+    keys only while it holds fewer than ``quota - reserved``; removals are never held back by it.
     """
     aliases = {s.server_id: s.aliases for s in servers}
     order = sorted(servers, key=lambda s: (s.server_name, s.server_id))
@@ -249,7 +252,15 @@ def plan_changes(
             removes[sid].extend((text, LoadToken(label, n)) for text, _, n in mine if text != keeping)
 
     return writes_per_server(
-        order, adds, removes, refusals, plain_refusals, max_length=max_length, quota=quota, leaves=leaves
+        order,
+        adds,
+        removes,
+        refusals,
+        plain_refusals,
+        max_length=max_length,
+        quota=quota,
+        reserved=reserved,
+        leaves=leaves,
     )
 
 
@@ -262,6 +273,7 @@ def writes_per_server(
     *,
     max_length: int,
     quota: int,
+    reserved: int = 0,
     leaves: Mapping[str, list[tuple[str, LoadToken]]] | None = None,
 ) -> Plan:
     """Each server's leave, make and break writes from the removals of leaving labels, the additions and
@@ -277,7 +289,9 @@ def writes_per_server(
     order = [s for s in order if s.server_id in adds or s.server_id in removes or s.server_id in leaves]
     left = {s.server_id: _leave(s, s.aliases, leaves.get(s.server_id, [])) for s in order}
     phase1 = {
-        s.server_id: _additions(s, left[s.server_id], adds.get(s.server_id, []), max_length, quota)
+        s.server_id: _additions(
+            s, left[s.server_id], adds.get(s.server_id, []), max_length, quota, reserved=reserved
+        )
         for s in order
     }
     # A label whose new carrier cannot be written keeps every token it has, on every server: removing
@@ -347,14 +361,17 @@ class _Additions(NamedTuple):
 
 
 def _additions(
-    server: ServerState, left: _Left, adds: list[LoadToken], max_length: int, quota: int
+    server: ServerState, left: _Left, adds: list[LoadToken], max_length: int, quota: int, *, reserved: int
 ) -> _Additions:
     """Phase 1 for one server, on what its leave write left: the additions that fit within its metadata
-    quota, in sorted order, and a refusal for each of the others (a server over its quota by others' keys
-    takes none: Nova refuses any write to it)."""
-    free_keys = quota - left.keys
+    quota less the ``reserved`` keys, in sorted order, and a refusal for each of the others (a server over
+    that by others' keys takes none: the reserve is theirs, and past the quota Nova refuses any write)."""
+    free_keys = quota - reserved - left.keys
+    of_quota = f"the server quota is {quota}" + (
+        f", {reserved} of them kept free for others" if reserved else ""
+    )
     if free_keys < 0:
-        reason = f"holds {left.keys} metadata keys, the server quota is {quota}"
+        reason = f"holds {left.keys} metadata keys, {of_quota}"
         return _Additions(left.slots, (), [Refusal(t.label, server, reason) for t in adds])
     rendered = {t.render(): t for t in adds}
     try:
@@ -365,7 +382,7 @@ def _additions(
         return _Additions(left.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
     if not packed.left_out:
         return _Additions(packed.layout, tuple(sorted(adds)), [])
-    reason = f"no room left in its metadata keys, the server quota is {quota}"
+    reason = f"no room left in its metadata keys, {of_quota}"
     left_out = set(packed.left_out)
     return _Additions(
         packed.layout,

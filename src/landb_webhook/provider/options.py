@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.provider.read.health import HealthPolicy
 
 DEFAULT_WINDOW_SECONDS = 3600.0
@@ -30,11 +31,20 @@ class ProviderOptions:
     registry: str = "txt"
     index_floor: int = 0
     max_value_length: int = 254
+    reserved_metadata_keys: int = 0
+    """Keys of each server's quota no addition takes (LANDB_RESERVED_METADATA_KEYS)."""
+    max_published_per_namespace: int | None = None
+    """Most names one namespace publishes at once (LANDB_MAX_PUBLISHED_PER_NAMESPACE); None: no cap."""
     write_concurrency: int = 4
     inventory_max_age: float = 30.0
     dry_run: bool = False
     health: HealthPolicy = field(default_factory=HealthPolicy)
     adopt_existing: bool = False
+    name_policy: NamePolicy = field(default_factory=NamePolicy)
+    """Which names each namespace may publish (LANDB_NAME_POLICY, LANDB_RESERVED_NAMES)."""
+    txt_owner_id: str | None = None
+    """external-dns' --txt-owner-id (LANDB_TXT_OWNER_ID): a claim of another owner is not ours; None: a
+    claim is trusted on its label alone."""
     removal_guard: RemovalGuard = field(default_factory=RemovalGuard)
     write_fence_margin: float = 5.0
     """Seconds the writer lease must surely last for a write to be sent: the upstream timeout."""

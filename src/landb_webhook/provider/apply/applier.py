@@ -6,7 +6,10 @@
 2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
    then DNS first (provider.first_look): a name this cluster does not publish yet is asked once, and one
    DNS answers for another device is refused, one DNS is silent about held back (neither written);
-3. removal guard (provider.removals): too many aliases off the air at once refuses the whole change set;
+3. per namespace (provider.read.tenants: a name's namespace): the removal guard (provider.removals) holds
+   back a namespace's removals that would take too many of its aliases off the air (their tokens and claims
+   kept, retried every loop); the name policy (landb.name_policy) and the cap of names per namespace
+   (provider.namespace_cap) refuse creations; the rest goes on;
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
    *break* (removals) writes, with the index and packing rules;
 5. claims stored, before any alias is written;
@@ -32,8 +35,11 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | CNAME), not in LANDB_TAKEOVER_NAMES            | said once; no error: the rest lands, the answer is 204   |
 | a new name DNS does not answer about           | held back: not written, no claim, no error; asked again  |
 |                                                | next loop                                                |
-| the removal guard trips                        | RemovalRefused: nothing written, not even the additions; |
-|                                                | the window is left as it was                             |
+| the removal guard trips for a namespace        | its removals held back (tokens and claims kept, told to  |
+|                                                | their objects); additions, moves and other namespaces'   |
+|                                                | removals written; 503 naming what was held back          |
+| a creation the name policy or the namespace's  | refused (no claim, no write), told to its objects; the   |
+| cap refuses                                    | rest goes on; nothing published is taken away            |
 | aliases to publish, no ingress node at all     | those additions refused; the removals go on              |
 | an addition the plan cannot write (quota,      | refused; its alias loses no token anywhere, so its old   |
 | value length, a plain alias of that name)      | carriers keep it                                         |
@@ -106,20 +112,29 @@ from landb_webhook.provider.apply.loadbalancers import (
     TagWrites,
     merged_carriers,
 )
+from landb_webhook.provider.apply.namespace_cap import over_cap, past_cap
 from landb_webhook.provider.apply.refusals import report_refusals
-from landb_webhook.provider.apply.removals import RemovalRefused, guard_removals
+from landb_webhook.provider.apply.removals import guard_removals
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
 from landb_webhook.provider.interface import ApplyError, ApplyRefused
-from landb_webhook.provider.ownership.claims import Claims
+from landb_webhook.provider.ownership.claims import Claims, Gated
 from landb_webhook.provider.read.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
 from landb_webhook.provider.read.health import Placement
 from landb_webhook.provider.read.inventory import Inventory, InventoryReader
+from landb_webhook.provider.read.tenants import namespaces
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
 from landb_webhook.provider.together import Together
 from landb_webhook.provider.watch import publications
 from landb_webhook.provider.watch.events import NameChange
 
 log = structlog.get_logger(__name__)
+
+
+_REFUSED_CREATIONS = {
+    "namespace_cap": "change refused: namespace at its cap of published names",
+    "name_policy": "change refused: the name policy does not allow this name",
+}
+"""The warning of each kind of creation refused in step 3, said once an hour per namespace (and name)."""
 
 
 class NotTheWriter(ApplyRefused):
@@ -314,14 +329,19 @@ class Applier:
         first, publish, homes = self._ask_dns_first(
             publish - beside_plain_homes - foreign.keys(), homes, claims_before, inventory, load_balancers
         )
+        gated.publish.intersection_update(publish)  # step 3 takes its refusals out of this one set
+        publish = gated.publish
 
-        # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
+        # 3. per namespace: the removal guard holds back a namespace's removals that would take too many of
+        # its aliases off the air (tokens and claims kept: external-dns sends them again), and the cap of
+        # names per namespace refuses the creations past it; everything else goes on.
         placement = context.placement(inventory)
-        self._guard_removals(
-            withdraw,
-            publish,
+        held = self._per_namespace(
+            gated,
             merged_carriers(placement.current, load_balancers.carriers()),
             staying=inventory.frozen_carriers(),
+            whose=namespaces([*claim_records, *gated.store], _endpoints(changes), context.label_or_none),
+            homes=homes,
         )
 
         # 4. plan: which servers must carry each alias, then the make and break writes of each server.
@@ -350,6 +370,7 @@ class Applier:
             floor=options.index_floor,
             max_length=options.max_value_length,
             quota=quota.result() if wanted else 0,
+            reserved=options.reserved_metadata_keys if wanted else 0,
             preferred=self._lost_indices.preferred(),
             holders=inventory.holders(),
             leaving=withdraw,
@@ -388,7 +409,7 @@ class Applier:
         # the orphaned ones) beside the state stored (the servers carrying our aliases, the window). A
         # frozen holder keeps the alias whatever we do: once our tokens are gone the name is someone
         # else's, so its claim goes too (else external-dns would ask to delete it every loop).
-        unfinished = outcome.failed_labels() | kept | beside_plain_homes
+        unfinished = outcome.failed_labels() | kept | beside_plain_homes | held
         gone, orphaned = self._claims_to_drop(
             [c for c in gated.drop if self._claims.claimed_label(c) not in unfinished],
             self._claims.orphaned(claim_records, carried_or_wanted),
@@ -460,7 +481,8 @@ class Applier:
             )
             listing = self._inventory.listing()  # the large one, here (provider.together: why)
         state_read.result()
-        return self._inventory.fresh(listing), load_balancers_read.result(), claims_read.result(), quota
+        claims = self._claims.ours(claims_read.result())  # another owner's claims grant nothing
+        return self._inventory.fresh(listing), load_balancers_read.result(), claims, quota
 
     def _ask_dns_first(
         self,
@@ -478,34 +500,99 @@ class Applier:
         kept = {label: ids for label, ids in homes.items() if label not in first.kept_back}
         return first, publish - first.kept_back, kept
 
-    # -- 3. the removal guard ---------------------------------------------------------------
+    # -- 3. per namespace: the removal guard, the cap of names -----------------------------
 
-    def _guard_removals(
+    def _per_namespace(
         self,
-        withdraw: set[str],
-        publish: set[str],
+        gated: Gated,
         published: Mapping[str, Set[str]],
         *,
         staying: Mapping[str, Set[str]],
-    ) -> None:
-        """The window moved on, or RemovalRefused, told to the objects of every name it holds back."""
-        context = self._context
-        try:
-            self._state.window = guard_removals(
-                context.options.removal_guard,
-                self._state.window,
-                withdraw=withdraw,
-                publish=publish,
-                published=published,
-                staying=staying,
-                now=context.clock(),
-                dry_run=context.options.dry_run,
-                metrics=context.metrics,
+        whose: Mapping[str, str],
+        homes: dict[str, frozenset[str]],
+    ) -> set[str]:
+        """Step 3: the removal guard (the removals it holds back returned), then the cap of names per
+        namespace (the creations past it taken out of ``gated`` and ``homes``)."""
+        held = self._guard_removals(gated, published, staying=staying, whose=whose)
+        options = self._context.options
+        on_air = {label for label, carriers in published.items() if carriers}
+        for label in sorted(gated.publish - on_air):  # the name policy: creations only
+            namespace = whose.get(label, "")
+            why = options.name_policy.refusal(label, namespace)
+            if why is not None:
+                self._refuse_creations(gated, namespace, [label], why, homes, kind="name_policy")
+        cap = options.max_published_per_namespace
+        if cap is None:
+            return held
+        refused = over_cap(cap, whose, published=on_air, withdraw=gated.withdraw, publish=gated.publish)
+        for namespace, labels in refused.items():
+            self._refuse_creations(
+                gated, namespace, labels, past_cap(namespace, cap), homes, kind="namespace_cap"
             )
-        except RemovalRefused as refusal:
-            for label in sorted(withdraw):
-                self._tell(label, "refused", str(refusal), "removal_guard")
-            raise
+        return held
+
+    def _refuse_creations(
+        self,
+        gated: Gated,
+        namespace: str,
+        labels: list[str],
+        why: str,
+        homes: dict[str, frozenset[str]],
+        *,
+        kind: str,
+    ) -> None:
+        """Creations refused by the name policy or the cap: no claim, no write; a metric, a warning said
+        once, and a Refused event on their objects."""
+        context = self._context
+        context.metrics.refused_changes_total.labels(reason=kind).inc(len(labels))
+        context.warn_once(
+            f"{kind} {namespace} {labels[0] if kind == 'name_policy' else ''}",
+            _REFUSED_CREATIONS[kind],
+            namespace=namespace or None,
+            aliases=len(labels),
+            alias_names=labels[:10],
+            reason=why,
+        )
+        gone = set(labels)
+        gated.publish.difference_update(gone)
+        gated.store[:] = [c for c in gated.store if self._claims.claimed_label(c) not in gone]
+        for label in labels:
+            homes.pop(label, None)
+            gated.refused.append(f"{label}: {why}")
+            self._tell(label, "refused", why, kind)
+
+    def _guard_removals(
+        self,
+        gated: Gated,
+        published: Mapping[str, Set[str]],
+        *,
+        staying: Mapping[str, Set[str]],
+        whose: Mapping[str, str],
+    ) -> set[str]:
+        """The window moved on; the removals held back taken out of ``gated.withdraw`` and returned, said
+        in ``gated.refused`` and told to the objects of every name held back (``whose``: each alias's
+        namespace)."""
+        context = self._context
+        guarded = guard_removals(
+            context.options.removal_guard,
+            self._state.window,
+            withdraw=gated.withdraw,
+            publish=gated.publish,
+            published=published,
+            staying=staying,
+            namespaces=whose,
+            now=context.clock(),
+            dry_run=context.options.dry_run,
+            metrics=context.metrics,
+            said=context.warnings,
+        )
+        self._state.window = guarded.window
+        gated.withdraw.difference_update(guarded.held_labels())
+        for held in guarded.held:
+            gated.refused.append(held.reason)
+            for label in held.labels:
+                self._tell(label, "refused", held.reason, "removal_guard")
+        return guarded.held_labels()
 
     # -- 4. the plan ------------------------------------------------------------------------
 
@@ -778,6 +865,10 @@ def _carriers(
     nodes = sorted(names.get(server_id, server_id) for server_id in wanted.get(label, ()))
     noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
     return f"{len(nodes)} {noun} ({named(nodes)})"
+
+
+def _endpoints(changes: Changes) -> tuple[Endpoint, ...]:
+    return (*changes.create, *changes.update_new, *changes.delete, *changes.update_old)
 
 
 def _state_of(gone: Remembered, server: Server) -> ServerState:

@@ -1,13 +1,27 @@
-"""THE REMOVAL GUARD and its window: an apply that would take too many aliases off the air is refused whole.
+"""THE REMOVAL GUARD and its window: the removals of a namespace that would take too many of its aliases off
+the air are held back; everything else of the apply goes on.
 
 A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
-names; LanDB would publish that within 15 minutes. So before anything is written (additions included),
-``guard_removals`` refuses an apply after which at least ``min_count`` owned aliases, and more than
-``max_share`` of those published, would have gone: by this apply alone, or within the window. An alias
-has gone when it lost its last carrier: one still held in a key or form we never edit stays on the air
-and does not count (``leaving_the_air``).
+names; LanDB would publish that within 15 minutes. So before anything is written, ``guard_removals``
+judges each namespace on its own (the namespace of an alias is the one its claim's, else its endpoint's,
+``resource`` label names: provider.read.tenants; the aliases of no namespace are judged together): the
+removals after which at least ``min_count`` of its aliases, and more than ``max_share`` of those it
+publishes, would have gone, by this apply alone or within the window, are *held back*. Their aliases keep
+their tokens and their claims; external-dns sends their deletion again every loop (Records still shows
+them), and they go once the guard lets them (the window has passed, or LANDB_ALLOW_MASS_REMOVAL). The other
+namespaces' removals, and every addition and move, are applied: one team's churn freezes no other. An
+alias has gone when it lost its last carrier: one still held in a key or form we never edit stays on the
+air and does not count (``leaving_the_air``).
 
-The window counts the applies of the last window, not one.
+| a namespace's removals in this apply                  | what happens                                     |
+|-------------------------------------------------------|--------------------------------------------------|
+| under ``min_count``, or at most ``max_share`` of its  | applied; remembered in its window                |
+| published, alone and with its window                  |                                                  |
+| trip the guard, alone or with its window              | held back: said once, counted, told to their     |
+|                                                       | objects (Refused); its creations are remembered  |
+| any, with LANDB_ALLOW_MASS_REMOVAL                    | applied; every window starts afresh              |
+
+The window counts the applies of the last window, not one, each namespace's apart.
 
 One apply at a time, a mass removal slips through in slices below the minimum count, or after junk
 names have inflated what is published. So besides each apply on its own (its removals against what is
@@ -19,21 +33,23 @@ says whether it was on the air at the window's start: a name first created insid
 raises the base nor counts when withdrawn again, so junk must stand a whole window before it counts, and
 taking back a name just created is judged by the apply's own rule only; a name first withdrawn inside the
 window was on the air at its start and counts, however often it was published again and withdrawn
-since (re-publishing does not launder a withdrawal). Each name counts once.
-The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard says its
-refusal (one error line, one count) and raises.
+since (re-publishing does not launder a withdrawal). Each name counts once. Every namespace has its own
+entries in the window (``PastApply.namespace``), its base the count of its own aliases.
+The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard says what it
+holds back (one error line per namespace and set of names, said once; one count) and returns it.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import structlog
 
+from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.interface import ApplyRefused
 from landb_webhook.provider.options import DEFAULT_WINDOW_SECONDS, RemovalGuard
 
 log = structlog.get_logger(__name__)
@@ -42,10 +58,6 @@ WINDOW_STATE_KEY = "removal-window"
 """Its key in the state store (backends.StateStore)."""
 MAX_REMEMBERED_APPLIES = 10_000
 """Bound on memory (and on the state ConfigMap): a window holds one entry per apply."""
-
-
-class RemovalRefused(ApplyRefused):
-    """The removal guard refused an apply; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,9 @@ class PastApply:
     """The owned aliases it withdrew that were published."""
     created: frozenset[str] = frozenset()
     """The aliases it published that were not published before."""
+    namespace: str = ""
+    """Whose aliases these are (provider.read.tenants); ``""``: aliases of no namespace, and every alias
+    of a window stored before the guard counted per namespace."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +96,12 @@ class RemovalWindow:
         stepped back) stays, so a clock change never forgets a removal early."""
         return tuple(past for past in self.applies if past.at >= now - self.seconds)
 
-    def count(self, now: float, published: int, withdrawing: Iterable[str]) -> WindowCount:
-        """What the guard judges if an apply withdrawing ``withdrawing`` runs at ``now`` with
-        ``published`` aliases on the air."""
-        inside = self.current(now)
+    def count(
+        self, now: float, published: int, withdrawing: Iterable[str], namespace: str = ""
+    ) -> WindowCount:
+        """What the guard judges if an apply withdrawing ``withdrawing`` of ``namespace`` runs at ``now``
+        with ``published`` aliases of that namespace on the air."""
+        inside = tuple(past for past in self.current(now) if past.namespace == namespace)
         # A name's first apply inside the window tells whether it was on the air at the window's start:
         # first withdrawn, it was; first created, it was not (junk, or a name taken back and published
         # again is still one that was on the air: a re-publish does not hide its withdrawals).
@@ -101,16 +118,23 @@ class RemovalWindow:
         )
 
     def after(
-        self, now: float, published: int, withdrawn: Iterable[str], created: Iterable[str] = ()
+        self,
+        now: float,
+        published: int,
+        withdrawn: Iterable[str],
+        created: Iterable[str] = (),
+        namespace: str = "",
     ) -> RemovalWindow:
-        """The window once an apply at ``now`` has passed the guard."""
-        past = PastApply(now, published, frozenset(withdrawn), frozenset(created))
+        """The window once an apply at ``now`` has passed the guard for ``namespace``."""
+        past = PastApply(now, published, frozenset(withdrawn), frozenset(created), namespace)
         kept = (*self.current(now), past)
         return RemovalWindow(self.seconds, kept[-MAX_REMEMBERED_APPLIES:])
 
     def merged(self, other: RemovalWindow) -> RemovalWindow:
         """Both windows' applies (another replica's, or those stored before a restart), each once."""
-        applies = sorted({*self.applies, *other.applies}, key=lambda past: (past.at, past.published_before))
+        applies = sorted(
+            {*self.applies, *other.applies}, key=lambda past: (past.at, past.namespace, past.published_before)
+        )
         return RemovalWindow(self.seconds, tuple(applies[-MAX_REMEMBERED_APPLIES:]))
 
     def cleared(self) -> RemovalWindow:
@@ -118,9 +142,12 @@ class RemovalWindow:
         return RemovalWindow(self.seconds)
 
     def to_json(self) -> str:
+        """One list per apply and namespace: ``[at, published, withdrawn, created]``, and the namespace
+        fifth when there is one (the form before namespaces were counted apart reads as no namespace)."""
         return json.dumps(
             [
                 [past.at, past.published_before, sorted(past.withdrawn), sorted(past.created)]
+                + ([past.namespace] if past.namespace else [])
                 for past in self.applies
             ],
             separators=(",", ":"),
@@ -133,13 +160,36 @@ class RemovalWindow:
             found = json.loads(text)
             if not isinstance(found, list):
                 raise ValueError("a list of applies was expected")
-            applies = tuple(
-                PastApply(float(at), int(published), _labels(withdrawn), _labels(created))
-                for at, published, withdrawn, created in found
-            )
+            applies = tuple(_past_apply(entry) for entry in found)
         except (TypeError, ValueError) as error:
             raise ValueError(f"not a removal window: {error}") from None
         return cls(seconds, tuple(sorted(applies, key=lambda past: past.at)))
+
+
+@dataclass(frozen=True)
+class Held:
+    """The removals of one namespace the guard holds back, and why (the sentence for the answer)."""
+
+    namespace: str
+    labels: tuple[str, ...]
+    reason: str
+    withdrawn: int
+    """What the guard counted: this apply's removals, with those of its window when that tripped it."""
+    published: int
+    """What it counted them against: the namespace's aliases now, or at the window's start."""
+    earlier: int = 0
+    """How many of ``withdrawn`` earlier applies of the window took."""
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What the guard decided for one apply: the window with its passing removals, and what it held back."""
+
+    window: RemovalWindow
+    held: tuple[Held, ...] = ()
+
+    def held_labels(self) -> set[str]:
+        return {label for held in self.held for label in held.labels}
 
 
 def guard_removals(
@@ -150,54 +200,99 @@ def guard_removals(
     publish: set[str],
     published: Mapping[str, Iterable[str]],
     staying: Mapping[str, Iterable[str]],
+    namespaces: Mapping[str, str] | None = None,
     now: float,
     dry_run: bool,
     metrics: Metrics,
-) -> RemovalWindow:
-    """Refuse (raise RemovalRefused) an apply that withdraws too many aliases, on its own or with the
-    applies before it in ``window``; else return the window with this apply in it. ``published``: alias ->
-    every carrier it has now (servers, ours or frozen, and load balancers); ``staying``: alias -> the
-    carriers no write of ours can take it from (a value in a key or form we never edit). Only aliases
-    that lose their last carrier count: a withdrawn name a frozen copy keeps on the air has not gone."""
+    said: RepeatLimitedLog | None = None,
+) -> Guarded:
+    """Judge the removals of each namespace on their own and with the applies before them in ``window``;
+    return the window with the removals that pass, and those held back. ``published``: alias -> every
+    carrier it has now (servers, ours or frozen, and load balancers); ``staying``: alias -> the carriers
+    no write of ours can take it from (a value in a key or form we never edit); ``namespaces``: alias ->
+    its namespace (an alias not in it has none: ``""``). Only aliases that lose their last carrier count:
+    a withdrawn name a frozen copy keeps on the air has not gone. ``said``: where a held-back namespace is
+    said once (else every time)."""
     going = leaving_the_air(withdraw, published, staying)
     if guard.allow:
         if going:
             log.info("removal guard disabled: withdrawing", aliases=len(going), published=len(published))
-        return window.cleared()
-    count = window.count(now, len(published), going)
-    if guard.trips(len(going), len(published)):
-        withdrawn, base, earlier, within = len(going), len(published), 0, None
-    elif going and guard.trips(len(count.withdrawn), count.published_at_start):
-        withdrawn, base, earlier = len(count.withdrawn), count.published_at_start, count.earlier
-        within = _duration(guard.window_seconds)
-    else:
-        created = [label for label in publish if not any(published.get(label, ()))]
-        if (going or created) and not dry_run:  # others leave every count as it is
-            return window.after(now, len(published), going, created)
-        return window
-    metrics.refused_changes_total.labels(reason="removal_guard").inc()
-    log.error(
-        "apply refused: it would remove too many aliases at once",
-        withdrawn=withdrawn,
-        withdrawn_now=len(going),
-        withdrawn_earlier=earlier,
-        published=base,
-        window=within,
-        max_share=guard.max_share,
-        min_count=guard.min_count,
-        aliases=going[:20],
-        hint="if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
-    )
-    removal = f"the apply would remove {withdrawn} of {base} aliases published"
-    if within is not None:
+        return Guarded(window.cleared())
+    whose = namespaces or {}
+    going_of = _by_namespace(going, whose)
+    published_of = _by_namespace((label for label, held in published.items() if any(held)), whose)
+    created_of = _by_namespace((label for label in publish if not any(published.get(label, ()))), whose)
+    held: list[Held] = []
+    for namespace in sorted(going_of.keys() | created_of.keys()):
+        leaving, created = going_of.get(namespace, []), created_of.get(namespace, [])
+        base = len(published_of.get(namespace, ()))
+        verdict = _judge(guard, window.count(now, base, leaving, namespace), namespace, leaving, base)
+        if verdict is not None:
+            held.append(verdict)
+            metrics.refused_changes_total.labels(reason="removal_guard").inc()
+            leaving = []  # held back: only its creations are remembered
+        if (leaving or created) and not dry_run:  # others leave every count as it is
+            window = window.after(now, base, leaving, created, namespace)
+    for found in held:
+        _say_held(found, guard, said)
+    return Guarded(window, tuple(held))
+
+
+def _judge(
+    guard: RemovalGuard, count: WindowCount, namespace: str, going: list[str], base: int
+) -> Held | None:
+    """The removals ``going`` of ``namespace`` held back, and why (``count``: its window with them); None
+    when they may go."""
+    if not going:
+        return None
+    if guard.trips(len(going), base):
+        withdrawn, counted_against, earlier = len(going), base, 0
+        removal = f"the apply would remove {withdrawn} of {base} aliases published"
+    elif guard.trips(len(count.withdrawn), count.published_at_start):
+        withdrawn, counted_against, earlier = len(count.withdrawn), count.published_at_start, count.earlier
         removal = (
-            f"within {within}, this apply and those before it ({earlier} by earlier applies) "
-            f"would remove {withdrawn} of {base} aliases published at the window's start"
+            f"within {_duration(guard.window_seconds)}, this apply and those before it ({earlier} by earlier "
+            f"applies) would remove {withdrawn} of {counted_against} aliases published at the window's start"
         )
-    raise RemovalRefused(
-        f"removal guard: {removal} (more than {guard.max_share:.0%}); nothing was written. "
+    else:
+        return None
+    reason = (
+        f"removal guard: {_whose(namespace)}: {removal} (more than {guard.max_share:.0%}); these removals "
+        "are held back and tried again every loop, the rest was applied. "
         "Set LANDB_ALLOW_MASS_REMOVAL=true if this is intended"
     )
+    return Held(namespace, tuple(going), reason, withdrawn, counted_against, earlier)
+
+
+def _say_held(held: Held, guard: RemovalGuard, said: RepeatLimitedLog | None) -> None:
+    fields: dict[str, object] = {
+        "namespace": held.namespace or None,
+        "withdrawn": held.withdrawn,
+        "withdrawn_now": len(held.labels),
+        "withdrawn_earlier": held.earlier,
+        "published": held.published,
+        "reason": held.reason,
+        "max_share": guard.max_share,
+        "min_count": guard.min_count,
+        "aliases": list(held.labels[:20]),
+        "hint": "if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
+    }
+    message = "removals held back: they would take too many of a namespace's aliases off the air at once"
+    if said is None:
+        log.error(message, **fields)
+    else:
+        said.error(("removal_guard", held.namespace, held.labels), message, **fields)
+
+
+def _whose(namespace: str) -> str:
+    return f"namespace {namespace}" if namespace else "the aliases of no namespace"
+
+
+def _by_namespace(labels: Iterable[str], namespaces: Mapping[str, str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = defaultdict(list)
+    for label in sorted(labels):
+        found[namespaces.get(label, "")].append(label)
+    return dict(found)
 
 
 def leaving_the_air(
@@ -216,6 +311,15 @@ def _duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"
     return f"{seconds:g}s"
+
+
+def _past_apply(entry: object) -> PastApply:
+    if not isinstance(entry, list) or len(entry) not in (4, 5):
+        raise ValueError("an apply is [at, published, withdrawn, created] and maybe its namespace")
+    at, published, withdrawn, created, *namespace = entry
+    if namespace and (not isinstance(namespace[0], str) or not namespace[0]):
+        raise ValueError("a namespace is a non-empty string")
+    return PastApply(float(at), int(published), _labels(withdrawn), _labels(created), *namespace)
 
 
 def _labels(found: object) -> frozenset[str]:

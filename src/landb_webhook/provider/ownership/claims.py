@@ -7,7 +7,8 @@ an update or a deletion, or sent alone, grants nothing and is not stored. A clai
 the publication of its alias, and deleted only beside its withdrawal; a name that can never be an alias
 gets none. A create over an alias that exists without a claim is a takeover: adopted with
 LANDB_ADOPT_EXISTING when adoption is safe (provider.adopt), refused otherwise. With registry ``noop``
-every alias is ours.
+every alias is ours. With LANDB_TXT_OWNER_ID, a claim naming another owner id (or none readable) is not
+ours: it is ignored for ownership, stored or sent (``ours``), and said once.
 
 A removal that landed although it was reported failed leaves its claim behind (*orphaned*): Records
 leaves such claims out and the next apply drops them, after its break writes.
@@ -24,7 +25,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, node_names, nodes_holding
 from landb_webhook.provider.ownership.adopt import adoptable
 from landb_webhook.provider.read.inventory import Inventory
-from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record, owned_name
+from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record, owned_name, owner_of
 from landb_webhook.provider.status.analysis import StatusAnalysis
 from landb_webhook.provider.status.values import ClusterStatus
 
@@ -72,7 +73,7 @@ class Claims:
         load balancer tags publish (provider.loadbalancers), which a create may not take over either."""
         context = self._context
         claims_before = claimed_names(claim_records)
-        new_claims = [e for e in (*changes.create, *changes.update_new) if is_ownership_record(e)]
+        new_claims = [e for e in self.ours((*changes.create, *changes.update_new)) if is_ownership_record(e)]
         kept_claim_keys = {e.key for e in new_claims}
         gone_claims = [
             e
@@ -116,6 +117,26 @@ class Claims:
         refused += refused_claims
         refused += self._refuse_plain_alias_changes(plain_changes)
         return Gated(publish, withdraw, store, drop, refused, not_owned)
+
+    def ours(self, records: Iterable[Endpoint]) -> list[Endpoint]:
+        """``records`` but the claims of another owner id than LANDB_TXT_OWNER_ID (each said once): they
+        grant nothing, are never stored and never dropped by us. Unset, every claim is kept."""
+        owner_id = self._context.options.txt_owner_id
+        kept: list[Endpoint] = []
+        for record in records:
+            if owner_id is None or not is_ownership_record(record) or owner_of(record) == owner_id:
+                kept.append(record)
+                continue
+            self._context.warn_once(
+                record.dns_name,
+                "ownership record of another owner ignored: its name is not ours",
+                record_owner=owner_of(record),
+                owner_id=owner_id,
+                owned_record=owned_name(record),
+                hint="a claim external-dns with another --txt-owner-id wrote, or one written by hand; "
+                "LANDB_TXT_OWNER_ID must be external-dns' --txt-owner-id",
+            )
+        return kept
 
     def owned_test(self, claimed: set[str]) -> Callable[[str], bool]:
         """Whether an alias is ours, given the names ``claimed``; with registry noop, every one is."""

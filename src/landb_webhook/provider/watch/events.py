@@ -12,6 +12,7 @@ asking for it:
 | written on its carriers                           | Normal  | Written      | where; DNS pending (LanDB)    |
 | removed from every carrier                        | Normal  | Removed      | DNS drops it within a sync    |
 | refused (by AdjustEndpoints or ApplyChanges)      | Warning | Refused      | why, and what to do (by kind) |
+| its removal held back (the removal guard)         | Warning | Refused      | not removed: why, what to do  |
 | DNS answers the carriers (after pending)          | Normal  | OnTheAir     | resolves to ..., N min after  |
 | DNS answers what this cluster never published     | Warning | DnsConflict  | what it answers; who to ask   |
 | DNS no longer answers a removed name              | Normal  | DnsGone      | no longer resolves            |
@@ -134,8 +135,12 @@ REFUSAL_HINTS = {
     "frozen_alias": "LanDB holds the name in a form the webhook never edits: ask its holder to remove it",
     "capacity": "the ingress nodes are out of metadata room: tell the cluster's operator",
     "no_ingress_nodes": "no node matches the ingress selector: tell the cluster's operator",
-    "removal_guard": "too many names would leave DNS at once; the operator decides "
-    "(LANDB_ALLOW_MASS_REMOVAL)",
+    "removal_guard": "too many of this namespace's names would leave DNS at once: their removal is held "
+    "back (they stay published) until the webhook's operator decides (LANDB_ALLOW_MASS_REMOVAL)",
+    "namespace_cap": "the namespace publishes as many names as the webhook's operator allows one namespace: "
+    "remove names it no longer needs, or ask the operator to raise the cap",
+    "name_policy": "the cluster's name policy does not let this namespace publish this name: pick a name "
+    "it allows, or ask the webhook's operator",
     "write_failed": "a write did not land; the next loop tries again",
     "dns_elsewhere": "another device or someone's plain alias holds the name in LanDB: pick another name; "
     "to move it to this cluster on purpose (a cluster replacing another), ask the webhook's operator to list "
@@ -195,7 +200,8 @@ def note(change: NameChange) -> str:
             return f"{name} removed from {detail}; DNS drops it at LanDB's next publication"
         case "refused":
             hint = REFUSAL_HINTS.get(change.kind) or (_INVALID_HINT if change.kind in _INVALID_KINDS else "")
-            return f"{name} not published: {detail}" + (f". What to do: {hint}" if hint else "")
+            held = "not removed (it stays published)" if change.kind == "removal_guard" else "not published"
+            return f"{name} {held}: {detail}" + (f". What to do: {hint}" if hint else "")
         case "conflict":
             return f"{detail}. {CONFLICT_HINT}"
         case "shared":
