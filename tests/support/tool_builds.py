@@ -45,6 +45,7 @@ FIXTURE_STEPS = {
     "external_dns_binary": "e2e-tools",
     "helm_chart": "deploy-tools",
     "kube_apiserver": "kube-tools",
+    "gateway_api": "kube-tools",
 }
 """The fixtures that locate a tool, and the step that builds it. A test reaching a tool another way
 (``request.getfixturevalue``) says so with ``@pytest.mark.needs_tools(step)``."""
