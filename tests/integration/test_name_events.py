@@ -14,7 +14,7 @@ from landb_simulator import Simulator, seed_cluster
 from landb_simulator.external_dns import plan
 from landb_webhook.adapters.events import KubernetesEventSink
 from landb_webhook.adapters.kubernetes import api_client_for
-from landb_webhook.backends import KubeEvent
+from landb_webhook.backends import KubeEvent, ObjectRef
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import Addresses, Judgement, Published, State, Transition
 from landb_webhook.metrics import Metrics
@@ -121,6 +121,9 @@ class TimedSink:
     def write(self, event: KubeEvent) -> None:
         self.sink.write(event)
         self.at.append((self.clock.monotonic(), event))
+
+    def forget(self, regarding: ObjectRef) -> None:
+        self.sink.forget(regarding)
 
 
 @pytest.fixture

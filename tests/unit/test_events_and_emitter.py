@@ -37,11 +37,15 @@ class RecordingSink:
         self.clock = clock
         self.failing = failing
         self.written: list[tuple[float, KubeEvent]] = []
+        self.forgotten: list[ObjectRef] = []
 
     def write(self, event: KubeEvent) -> None:
         if self.failing is not None:
             raise EventWriteFailed(self.failing, f"HTTP 403 Forbidden for {event.name}")
         self.written.append((self.clock.monotonic(), event))
+
+    def forget(self, regarding: ObjectRef) -> None:
+        self.forgotten.append(regarding)
 
 
 def drain(emitter: EventEmitter, clock: FakeTime) -> None:
