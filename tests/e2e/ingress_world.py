@@ -193,7 +193,7 @@ class IngressWorld:
         """One ``external-dns --once`` with the README's flags, reading Ingresses as the chart's account."""
         flags = readme_external_dns_flags()
         sources = [flag for flag in flags if flag.startswith("--source=")]
-        assert sources == ["--source=ingress"], sources
+        assert "--source=ingress" in sources, sources
         result = run_external_dns(
             self.external_dns,
             *(flag for flag in flags if flag not in sources),
