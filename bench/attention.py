@@ -13,8 +13,8 @@ from dataclasses import replace
 from bench.scenarios import CLUSTER, alias_names
 from landb_webhook.backends import Node, Server
 from landb_webhook.landb.metadata import slot_key
-from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.problems import count_needing_attention
+from landb_webhook.provider.read.inventory import Inventory
+from landb_webhook.provider.status.problems import count_needing_attention
 
 INGRESS, NAMES, DOMAIN = 500, 1000, "cern.ch"
 VALUE_LENGTH = 255

@@ -19,7 +19,7 @@ from kubernetes import client
 from landb_simulator import Simulator
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
-from landb_webhook.provider.txt_registry import claim_record
+from landb_webhook.provider.read.txt_registry import claim_record
 
 
 def seconds_to_store(count: int, kubeconfig: Path, namespace: str) -> float:

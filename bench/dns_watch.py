@@ -26,8 +26,8 @@ from landb_webhook.config import parse_resolver
 from landb_webhook.landb.propagation import Answer, State
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.publications import PublicationLog
 
 
 @dataclass

@@ -39,8 +39,8 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.inventory import sorted_ips
-from landb_webhook.provider.txt_registry import is_ownership_record
+from landb_webhook.provider.read.inventory import sorted_ips
+from landb_webhook.provider.read.txt_registry import is_ownership_record
 from landb_webhook.wiring import Resources, build_provider
 
 OURS = "landb-webhook"

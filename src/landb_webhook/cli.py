@@ -37,10 +37,10 @@ from landb_webhook.embedding import (
 )
 from landb_webhook.landb.names import InvalidName, label_for
 from landb_webhook.logs import LogLevel, configure_logging, get_logger
-from landb_webhook.provider.adopt import plan_adoption, store_claims
-from landb_webhook.provider.status import ClusterStatus
-from landb_webhook.provider.status_reader import read_status
-from landb_webhook.provider.txt_registry import InvalidOwnerId, txt_record_name, validate_owner_id
+from landb_webhook.provider.ownership.adopt import plan_adoption, store_claims
+from landb_webhook.provider.read.txt_registry import InvalidOwnerId, txt_record_name, validate_owner_id
+from landb_webhook.provider.status.reader import read_status
+from landb_webhook.provider.status.values import ClusterStatus
 from landb_webhook.report import ReadFrom, adoption_text, status_json, status_table
 from landb_webhook.webhook.api import host_name, is_loopback
 from landb_webhook.webhook.server import bind_listener

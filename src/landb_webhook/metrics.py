@@ -159,7 +159,7 @@ class Metrics:
     last_successful_sync_timestamp_seconds: Gauge
     """Unix time of the last Records or ApplyChanges that fully succeeded: advances every external-dns loop
     while the webhook can do its job."""
-    # Filled by the DNS watcher (provider/dns_watch.py).
+    # Filled by the DNS watcher (provider/watch/dns_watch.py).
     dns_names: Gauge
     """Names by what DNS answers for them (``state``: pending, published, stale, conflict, unknown)."""
     dns_oldest_pending_seconds: Gauge

@@ -1,6 +1,6 @@
 """How ``status`` and ``adopt`` print what they found: a table for people, JSON for scripts.
 
-Only layout lives here; what counts as a problem is decided in ``provider/problems.py``.
+Only layout lives here; what counts as a problem is decided in ``provider/status/problems.py``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from landb_webhook.landb.propagation import State, answered, duration
-from landb_webhook.provider.adopt import AdoptionPlan, Decision
-from landb_webhook.provider.dns_watch import DnsCheck
-from landb_webhook.provider.status import ClusterStatus, Holding, NameStatus
+from landb_webhook.provider.ownership.adopt import AdoptionPlan, Decision
+from landb_webhook.provider.status.values import ClusterStatus, Holding, NameStatus
+from landb_webhook.provider.watch.dns_watch import DnsCheck
 
 NONE = "none"
 

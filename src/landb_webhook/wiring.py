@@ -44,11 +44,12 @@ from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_va
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider, ProviderOptions, RemovalGuard
-from landb_webhook.provider.dns_watch import DnsCheck, DnsWatch, DnsWatchOptions, ask_once, published_in
-from landb_webhook.provider.event_emitter import EventEmitter
-from landb_webhook.provider.health import HealthPolicy
-from landb_webhook.provider.publications import STATE_KEY, PublicationLog
-from landb_webhook.provider.status import ClusterStatus
+from landb_webhook.provider.read.health import HealthPolicy
+from landb_webhook.provider.status.reader import published_in
+from landb_webhook.provider.status.values import ClusterStatus
+from landb_webhook.provider.watch.dns_watch import DnsCheck, DnsWatch, DnsWatchOptions, ask_once
+from landb_webhook.provider.watch.event_emitter import EventEmitter
+from landb_webhook.provider.watch.publications import STATE_KEY, PublicationLog
 
 log = structlog.get_logger(__name__)
 

@@ -19,7 +19,7 @@ from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Changes
 from landb_webhook.landb.metadata import read_aliases
-from landb_webhook.provider.status_reader import read_status
+from landb_webhook.provider.status.reader import read_status
 from landb_webhook.wiring import state_store
 from support.provider_cluster import OWNER, Cluster, api_writes, settings_for
 

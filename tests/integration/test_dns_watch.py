@@ -1,4 +1,4 @@
-"""The DNS watcher (provider/dns_watch.py) against a real DNS server: Knot, updated as LanDB would.
+"""The DNS watcher (provider/watch/dns_watch.py) against a real DNS server: Knot, updated as LanDB would.
 
 The tests play LanDB's publication with RFC 2136 updates (tests/support/knot.py) and drive the watcher's
 clock and its steps directly: no sleeping. Every question it asks is counted at the resolver.
@@ -18,8 +18,8 @@ from landb_webhook.adapters.dns import DnsResolver
 from landb_webhook.config import parse_resolver
 from landb_webhook.landb.propagation import Answer, State
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.publications import PublicationLog
 from support.knot import KnotServer, knot, silent_resolver
 
 __all__ = ["knot"]

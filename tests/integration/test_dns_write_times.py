@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from landb_webhook.endpoint import Changes
-from landb_webhook.provider.publications import STATE_KEY
+from landb_webhook.provider.watch.publications import STATE_KEY
 from support.provider_cluster import Cluster
 
 STATE = "landb-webhook-ownership-state"

@@ -19,7 +19,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import Addresses, Judgement, Published, State, Transition
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider
-from landb_webhook.provider.event_emitter import EmitterOptions, EventEmitter
+from landb_webhook.provider.watch.event_emitter import EmitterOptions, EventEmitter
 from landb_webhook.wiring import build_backends, provider_on
 from support.fake_time import FakeTime
 from support.provider_cluster import OWNER, Cluster, settings_for

@@ -23,7 +23,7 @@ from landb_webhook.config import parse_resolver
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import State
 from landb_webhook.provider import ApplyError
-from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.wiring import NO_LOAD_BALANCER_SERVICE, ask_openstack_once
 from support.homes import watching
 from support.metrics import counted

@@ -19,7 +19,7 @@ from e2e.e2e_support import WebhookProcess, http_get
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import loop_over_http
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.provider.publications import STATE_KEY
+from landb_webhook.provider.watch.publications import STATE_KEY
 from landb_webhook.webhook.wire import decode_endpoints
 from support.knot import KnotServer, knot, silent_resolver
 

@@ -27,7 +27,7 @@ from landb_simulator.state import MetadataChange
 from landb_webhook.adapters.ownership import decode_record
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import read_aliases
-from landb_webhook.provider.txt_registry import owned_name
+from landb_webhook.provider.read.txt_registry import owned_name
 from support.waiting import eventually
 
 NAMESPACE = "default"

@@ -13,7 +13,7 @@ from test_adopt_and_status import NAMESPACE, World, seed_messy
 
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.state import ConfigMapStateStore
-from landb_webhook.provider.publications import STATE_KEY
+from landb_webhook.provider.watch.publications import STATE_KEY
 from support.knot import KnotServer, knot
 
 world = test_adopt_and_status.world  # the fixture, shared with the status and adopt tests

@@ -1,4 +1,4 @@
-"""THE APPLY ORDERING (provider/apply.py; the writes it orders are landb/plan.py's).
+"""THE APPLY ORDERING (provider/apply/applier.py; the writes it orders are landb/plan.py's).
 
 The plan: a make write only adds tokens and a break write only removes them, and an alias carried before
 and wanted after keeps a carrier after every write, in any order of the make writes followed by any order
@@ -33,9 +33,9 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState, carriers
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.apply import Outcome, write_in_order
-from landb_webhook.provider.executor import PlanExecutor
-from landb_webhook.provider.fence import UNFENCED
+from landb_webhook.provider.apply.applier import Outcome, write_in_order
+from landb_webhook.provider.apply.executor import PlanExecutor
+from landb_webhook.provider.apply.fence import UNFENCED
 
 HOLD_LIMIT = 10.0
 """Seconds a held request waits for the pool to fill before the test fails (never reached when the

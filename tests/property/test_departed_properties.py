@@ -1,4 +1,4 @@
-"""Properties of DEPARTED SERVERS (provider/departed.py): whom the webhook remembers, and when a server
+"""Properties of DEPARTED SERVERS (provider/read/departed.py): whom the webhook remembers, and when a server
 whose node left the cluster counts as cleaned."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from landb_strategies import LABEL_POOL, GeneratedMetadata, server_metadata
 
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.plan import ServerState, plan_changes
-from landb_webhook.provider.departed import (
+from landb_webhook.provider.read.departed import (
     FORMER_STATE_KEY,
     STATE_KEY,
     Remembered,

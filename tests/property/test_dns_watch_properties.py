@@ -1,4 +1,4 @@
-"""Properties of the DNS watcher's schedule (provider/dns_watch.py): bounded, and no name waits forever.
+"""Properties of the DNS watcher's schedule (provider/watch/dns_watch.py): bounded, and no name waits forever.
 
 The watcher's steps are driven at generated moments of a driven clock; the resolver answers at once with
 each name's carriers (what DNS answers does not change who is asked when).
@@ -13,8 +13,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from landb_webhook.landb.propagation import Addresses, Answer
-from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.publications import PublicationLog
 
 START = 1_800_000_000.0
 IPS = frozenset({"10.0.0.1"})

@@ -1,4 +1,4 @@
-"""Properties of THE CARRIER RULE (provider/health.py: judge, alias_carriers, Placement)."""
+"""Properties of THE CARRIER RULE (provider/read/health.py: judge, alias_carriers, Placement)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from landb_webhook.backends import Node
-from landb_webhook.provider.health import HealthPolicy, Placement, judge
+from landb_webhook.provider.read.health import HealthPolicy, Placement, judge
 
 NOW = 1_800_000_000.0
 SERVERS = [f"s{i}" for i in range(6)]

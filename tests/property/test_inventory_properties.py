@@ -1,4 +1,4 @@
-"""Properties of one inventory (provider/inventory.py): what it works out once answers as if worked out
+"""Properties of one inventory (provider/read/inventory.py): what it works out once answers as if worked out
 every time."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from landb_strategies import server_metadata
 
 from landb_webhook.backends import Node, Server
 from landb_webhook.landb.plan import ServerState, carriers
-from landb_webhook.provider.inventory import Inventory
+from landb_webhook.provider.read.inventory import Inventory
 
 SERVER_IDS = ("s1", "s2", "s3", "s4")
 _addresses = st.lists(st.sampled_from(("10.0.0.2", "10.0.0.10", "10.0.1.1", "192.168.0.9")), max_size=2)

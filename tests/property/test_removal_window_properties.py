@@ -1,4 +1,4 @@
-"""Properties of THE REMOVAL WINDOW (provider/removals.py): what the removal guard adds up over time."""
+"""Properties of THE REMOVAL WINDOW (provider/apply/removals.py): what the removal guard adds up over time."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from landb_strategies import LABEL_POOL, fleets
 from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plan_changes
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import RemovalGuard
-from landb_webhook.provider.removals import RemovalWindow, guard_removals
+from landb_webhook.provider.apply.removals import RemovalWindow, guard_removals
 
 HOUR = 3600.0
 START = 1_800_000_000.0

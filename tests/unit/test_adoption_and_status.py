@@ -14,13 +14,11 @@ from landb_webhook.backends import Node, Server
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import slot_key
 from landb_webhook.landb.plan import plan_changes
-from landb_webhook.provider.adopt import adoptable, plan_adoption
-from landb_webhook.provider.departed import Remembered
-from landb_webhook.provider.health import HealthPolicy, Placement
-from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.problems import count_needing_attention, names_to_judge
-from landb_webhook.provider.status_analysis import StatusAnalysis, analyse
-from landb_webhook.provider.txt_registry import (
+from landb_webhook.provider.ownership.adopt import adoptable, plan_adoption
+from landb_webhook.provider.read.departed import Remembered
+from landb_webhook.provider.read.health import HealthPolicy, Placement
+from landb_webhook.provider.read.inventory import Inventory
+from landb_webhook.provider.read.txt_registry import (
     InvalidOwnerId,
     claim_record,
     owned_name,
@@ -28,6 +26,8 @@ from landb_webhook.provider.txt_registry import (
     txt_record_name,
     validate_owner_id,
 )
+from landb_webhook.provider.status.analysis import StatusAnalysis, analyse
+from landb_webhook.provider.status.problems import count_needing_attention, names_to_judge
 
 DOMAIN = "cern.ch"
 
@@ -448,8 +448,9 @@ def test_a_change_of_claims_analyses_no_holdings_again() -> None:
 def test_the_count_records_reports_is_the_names_the_analysis_finds_a_problem_with(
     found: list[tuple[Inventory, list[Endpoint]]],
 ) -> None:
-    """Both ask the same rules (provider/problems.py); what is checked is the gauge's fast path: no name it
-    calls certainly fine has a problem, and its holders read from the holder index are the Holdings'."""
+    """Both ask the same rules (provider/status/problems.py); what is checked is the gauge's fast path: no
+    name it calls certainly fine has a problem, and its holders read from the holder index are the
+    Holdings'."""
     for fleet, claims in found:
         with_problems = {
             name.label for name in analyse(fleet, claims, domain=DOMAIN, health=POLICY).names if name.problems

@@ -15,9 +15,9 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import Alias, Answer, NoAnswer, NoName
 from landb_webhook.metrics import DROP_REASONS, PREFIX, Metrics
 from landb_webhook.provider.context import Context
-from landb_webhook.provider.dns_watch import DnsWatch, DnsWatchOptions
 from landb_webhook.provider.options import ProviderOptions
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.publications import PublicationLog
 from support.alert_rules import RULES, counter_samples, expression, fires, firing_groups, rules
 
 VALUES = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "values.yaml"

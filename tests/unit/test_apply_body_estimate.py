@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.provider.records import apply_body_estimate
+from landb_webhook.provider.records.view import apply_body_estimate
 from landb_webhook.webhook import wire
 
 LABELS = (("owner", "default"), ("resource", "ingress/some-namespace/some-ingress-name"))

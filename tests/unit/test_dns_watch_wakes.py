@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 from landb_webhook.landb.propagation import Addresses, Answer, NoName, State
-from landb_webhook.provider.dns_watch import LOOK_AGAIN, DnsWatch, DnsWatchOptions
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.watch.dns_watch import LOOK_AGAIN, DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.publications import PublicationLog
 
 
 class Resolver:

@@ -11,8 +11,8 @@ from landb_webhook.backends import EventWriteFailed, KubeEvent, ObjectRef
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import Addresses, Judgement, Published, State, Transition
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.event_emitter import EmitterOptions, EventEmitter, dns_change
-from landb_webhook.provider.events import (
+from landb_webhook.provider.watch.event_emitter import EmitterOptions, EventEmitter, dns_change
+from landb_webhook.provider.watch.events import (
     MAX_NOTE_BYTES,
     SERIES_REFRESH_SECONDS,
     EventLedger,

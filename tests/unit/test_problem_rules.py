@@ -1,4 +1,4 @@
-"""The problem rules (provider/problems.py): the cases of its docstring's table, one entry per row, the
+"""The problem rules (provider/status/problems.py): the cases of its docstring's table, one entry per row, the
 row's why as its id, and what the report and the gauge make of the rules' answer."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from landb_webhook.provider import problems as problem_rules
-from landb_webhook.provider.problems import Holder, problems
+from landb_webhook.provider.status import problems as problem_rules
+from landb_webhook.provider.status.problems import Holder, problems
 from support.rule_tables import table_rows
 
 # fmt: off

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from landb_webhook.backends import Node
-from landb_webhook.provider.health import HealthPolicy, judge
+from landb_webhook.provider.read.health import HealthPolicy, judge
 
 NOW = 1_800_000_000.0
 POLICY = HealthPolicy(grace_seconds=300)

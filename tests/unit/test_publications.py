@@ -1,4 +1,4 @@
-"""provider/publications.py: what is published per name and when it was written, across restarts."""
+"""provider/watch/publications.py: what is published per name and when it was written, across restarts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from unittest.mock import patch
 from structlog.testing import capture_logs
 
 from landb_webhook.landb.propagation import Published
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.watch.publications import PublicationLog
 
 T = 1_800_000_000.0
 A, B, C = "10.0.0.1", "10.0.0.2", "10.0.0.3"
@@ -166,7 +166,7 @@ def test_past_its_budget_the_state_keeps_every_write_time_and_says_it_left_the_a
     log.written([f"app{i:04d}.cern.ch" for i in range(50)], T + 10)
     log.reported({f"app{i:04d}.cern.ch": [f"10.0.{i // 250}.{i % 250}"] for i in range(50)}, T + 60)
 
-    with patch("landb_webhook.provider.publications.BUDGET", 1000), capture_logs() as logs:
+    with patch("landb_webhook.provider.watch.publications.BUDGET", 1000), capture_logs() as logs:
         stored = log.to_json()
 
     assert json.loads(stored)["sets"] == []

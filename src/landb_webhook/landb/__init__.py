@@ -8,5 +8,5 @@ tested exhaustively (tests/property) and read in one sitting.
 - ``indices``  -- THE INDEX RULE: which N each carrier of an alias gets.
 - ``packing``  -- THE PACKING RULE: how tokens are laid out over ``landb-alias``, ``landb-alias2``, ...
 - ``plan``     -- from wanted carriers per alias to per-server metadata writes in two phases,
-                  make and break (THE APPLY ORDERING that sends them is provider/apply.py).
+                  make and break (THE APPLY ORDERING that sends them is provider/apply/applier.py).
 """

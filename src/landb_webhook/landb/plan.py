@@ -1,7 +1,8 @@
 """From "these servers must carry these aliases" to per-server metadata writes.
 
 Every server's change is split into a *make* write (phase 1, additions only) and a *break* write (phase
-2, removals only): the data of THE APPLY ORDERING, whose rule and cases are in provider/apply.py (every
+2, removals only): the data of THE APPLY ORDERING, whose rule and cases are in
+provider/apply/applier.py (every
 make write lands before any break write, so an alias that exists before and after never has zero
 carriers: design invariant 3). The removals of aliases leaving DNS altogether (``leaving``: no carrier
 after, nothing to protect) are a *leave* write of their own, written before the make write, and the make

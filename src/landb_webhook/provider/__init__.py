@@ -7,7 +7,6 @@ ownership gate, ``removals`` the removal guard.
 
 from landb_webhook.provider.facade import LandbProvider
 from landb_webhook.provider.interface import ApplyError, WebhookProvider
-from landb_webhook.provider.options import ProviderOptions
-from landb_webhook.provider.removals import RemovalGuard
+from landb_webhook.provider.options import ProviderOptions, RemovalGuard
 
 __all__ = ["ApplyError", "LandbProvider", "ProviderOptions", "RemovalGuard", "WebhookProvider"]

@@ -13,11 +13,11 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.events import NameChange, NameEvents, NoEvents
-from landb_webhook.provider.health import Placement
-from landb_webhook.provider.inventory import Inventory
 from landb_webhook.provider.options import ProviderOptions
-from landb_webhook.provider.publications import PublicationLog
+from landb_webhook.provider.read.health import Placement
+from landb_webhook.provider.read.inventory import Inventory
+from landb_webhook.provider.watch.events import NameChange, NameEvents, NoEvents
+from landb_webhook.provider.watch.publications import PublicationLog
 
 log = structlog.get_logger("landb_webhook.provider")
 

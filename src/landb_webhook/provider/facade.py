@@ -9,17 +9,17 @@ from collections.abc import Callable, Sequence
 from landb_webhook.backends import Ports, UpstreamError
 from landb_webhook.endpoint import Changes, DomainFilter, Endpoint
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.apply import Applier
-from landb_webhook.provider.claims import Claims
+from landb_webhook.provider.apply.applier import Applier
+from landb_webhook.provider.apply.kept_state import KeptState
+from landb_webhook.provider.apply.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.context import Context
-from landb_webhook.provider.events import NameEvents, NoEvents
 from landb_webhook.provider.interface import Readiness
-from landb_webhook.provider.inventory import InventoryReader
-from landb_webhook.provider.kept_state import KeptState
-from landb_webhook.provider.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.options import ProviderOptions
-from landb_webhook.provider.publications import PublicationLog
-from landb_webhook.provider.records import RecordsView
+from landb_webhook.provider.ownership.claims import Claims
+from landb_webhook.provider.read.inventory import InventoryReader
+from landb_webhook.provider.records.view import RecordsView
+from landb_webhook.provider.watch.events import NameEvents, NoEvents
+from landb_webhook.provider.watch.publications import PublicationLog
 
 
 class LandbProvider:

@@ -4,8 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from landb_webhook.provider.health import HealthPolicy
-from landb_webhook.provider.removals import RemovalGuard
+from landb_webhook.provider.read.health import HealthPolicy
+
+DEFAULT_WINDOW_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class RemovalGuard:
+    """How many aliases may go off the air within one window before an apply is refused as a likely mistake:
+    at least ``min_count`` and more than ``max_share`` of those published, unless ``allow`` is set."""
+
+    max_share: float = 0.5
+    min_count: int = 5
+    allow: bool = False
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
+
+    def trips(self, withdrawn: int, published: int) -> bool:
+        return not self.allow and withdrawn >= self.min_count and withdrawn > self.max_share * published
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from landb_webhook.landb.loadbalancers import TagPlan, TagWrite, tag_labels
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.fence import WriteFence, WriterLeaseLost, send_fenced
-from landb_webhook.provider.inventory import sorted_ips
+from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost, send_fenced
+from landb_webhook.provider.read.inventory import sorted_ips
 
 log = structlog.get_logger(__name__)
 
@@ -347,32 +347,6 @@ def _context(phase: str, write: TagWrite, lbs: LoadBalancers) -> dict[str, objec
         "aliases_added": list(write.add),
         "aliases_removed": list(write.remove),
     }
-
-
-@dataclass(frozen=True)
-class TaggedLoadBalancer:
-    """A load balancer carrying names, as ``status`` shows it."""
-
-    id: str
-    name: str
-    addresses: tuple[str, ...]
-    names: tuple[str, ...]
-    """The DNS names its ``landb-alias=`` tags publish."""
-    unclaimed: tuple[str, ...]
-    """Those without an ownership claim: someone else's, never touched (registry txt)."""
-
-
-def tagged_load_balancers(
-    lbs: Iterable[LoadBalancer], claimed: Set[str], *, domain: str, registry: str = "txt"
-) -> tuple[TaggedLoadBalancer, ...]:
-    """The load balancers whose tags publish a name; ``claimed``: the DNS names with a claim."""
-    found = []
-    for lb in sorted(lbs, key=lambda lb: (lb.name, lb.id)):
-        names = tuple(dns_name_for(label, domain) for label in sorted(tag_labels(lb.tags)))
-        if names:
-            unclaimed = tuple(n for n in names if n not in claimed) if registry == "txt" else ()
-            found.append(TaggedLoadBalancer(lb.id, lb.name, sorted_ips(lb.addresses), names, unclaimed))
-    return tuple(found)
 
 
 def merged_carriers(*carriers: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:

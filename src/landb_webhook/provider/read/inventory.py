@@ -13,8 +13,8 @@ from typing import NamedTuple
 from landb_webhook.backends import Node, NodeSource, Server, ServerStore
 from landb_webhook.landb.holders import Holders
 from landb_webhook.landb.plan import ServerState, carriers, carriers_since, frozen_carriers, plain_aliases
-from landb_webhook.provider.departed import Remembered
-from landb_webhook.provider.health import HealthPolicy, Verdict, judge
+from landb_webhook.provider.read.departed import Remembered
+from landb_webhook.provider.read.health import HealthPolicy, Verdict, judge
 
 
 @functools.lru_cache(maxsize=65536)

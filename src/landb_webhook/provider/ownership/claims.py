@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import structlog
 
 from landb_webhook.endpoint import Changes, Endpoint
-from landb_webhook.provider.adopt import adoptable
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, node_names, nodes_holding
-from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.status import ClusterStatus
-from landb_webhook.provider.status_analysis import StatusAnalysis
-from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record, owned_name
+from landb_webhook.provider.ownership.adopt import adoptable
+from landb_webhook.provider.read.inventory import Inventory
+from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record, owned_name
+from landb_webhook.provider.status.analysis import StatusAnalysis
+from landb_webhook.provider.status.values import ClusterStatus
 
 log = structlog.get_logger(__name__)
 

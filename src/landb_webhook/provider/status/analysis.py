@@ -2,8 +2,8 @@
 
 ``landb-webhook status`` prints it (and exits non-zero when :meth:`ClusterStatus.attention` is not
 empty); ``adopt`` and ``LANDB_ADOPT_EXISTING`` claim only names whose :attr:`NameStatus.problems` is
-empty. What counts as a problem is ``provider/problems.py``; here it is worded. The values are
-``provider/status.py``; reading the cluster for them is ``provider/status_reader.py``.
+empty. What counts as a problem is ``provider/status/problems.py``; here it is worded. The values are
+``provider/status/values.py``; reading the cluster for them is ``provider/status/reader.py``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from landb_webhook.backends import Node
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.metadata import ServerAliases, read_aliases, slot_key
 from landb_webhook.landb.names import dns_name_for
-from landb_webhook.provider.health import HealthPolicy, judge
-from landb_webhook.provider.inventory import Inventory
-from landb_webhook.provider.problems import problems
-from landb_webhook.provider.status import (
+from landb_webhook.provider.read.health import HealthPolicy, judge
+from landb_webhook.provider.read.inventory import Inventory
+from landb_webhook.provider.read.txt_registry import is_ownership_record, owned_name, owner_of, resource_of
+from landb_webhook.provider.status.problems import problems
+from landb_webhook.provider.status.values import (
     ClusterStatus,
     DepartedServer,
     DuplicateIndex,
@@ -30,7 +31,6 @@ from landb_webhook.provider.status import (
     NameStatus,
     NodeStatus,
 )
-from landb_webhook.provider.txt_registry import is_ownership_record, owned_name, owner_of, resource_of
 
 QUOTA_WARNING_RATIO = 0.8
 """A server holding more than this share of its metadata key quota is reported."""
@@ -356,7 +356,7 @@ def _name_status(
     resources: Mapping[str, set[str]],
     domain: str,
 ) -> tuple[NameStatus, tuple[DuplicateIndex, ...]]:
-    """The name's status, its problems worded in the order of the rules (``provider/problems.py``), and
+    """The name's status, its problems worded in the order of the rules (``provider/status/problems.py``), and
     the Ns two of its holders hold."""
     by_node = {node: list(held) for node, held in groupby(holdings, key=lambda h: h.node)}
     found = list(

@@ -18,15 +18,15 @@ import structlog
 
 from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.provider.claims import Claims
+from landb_webhook.provider.apply.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.context import Context, node_names, nodes_holding
-from landb_webhook.provider.events import NameChange
-from landb_webhook.provider.health import Verdict
-from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.loadbalancers import LoadBalancerPath
-from landb_webhook.provider.problems import count_needing_attention
+from landb_webhook.provider.ownership.claims import Claims
+from landb_webhook.provider.read.health import Verdict
+from landb_webhook.provider.read.inventory import Inventory, InventoryReader
+from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
+from landb_webhook.provider.status.problems import count_needing_attention
 from landb_webhook.provider.together import Together
-from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
+from landb_webhook.provider.watch.events import NameChange
 
 log = structlog.get_logger(__name__)
 

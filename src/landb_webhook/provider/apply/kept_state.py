@@ -12,10 +12,11 @@ from __future__ import annotations
 import structlog
 
 from landb_webhook.backends import StateStore, UpstreamError
-from landb_webhook.provider import departed, publications
-from landb_webhook.provider.departed import Remembered
-from landb_webhook.provider.fence import WriteFence, WriterLeaseLost
-from landb_webhook.provider.removals import WINDOW_STATE_KEY, RemovalWindow
+from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost
+from landb_webhook.provider.apply.removals import WINDOW_STATE_KEY, RemovalWindow
+from landb_webhook.provider.read import departed
+from landb_webhook.provider.read.departed import Remembered
+from landb_webhook.provider.watch import publications
 
 log = structlog.get_logger(__name__)
 

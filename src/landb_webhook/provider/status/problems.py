@@ -1,13 +1,13 @@
 """THE PROBLEM RULES: what makes one name need a human before external-dns may have it as it is.
 
-``status`` words each problem in a sentence (``provider/status_analysis.py``), adoption hands external-dns
-only names with none (``provider/adopt.py``), and Records counts the names with one for the
+``status`` words each problem in a sentence (``provider/status/analysis.py``), adoption hands external-dns
+only names with none (``provider/ownership/adopt.py``), and Records counts the names with one for the
 ``names_needing_attention`` gauge (:func:`count_needing_attention`): all three ask :func:`problems`.
 
 A name's *holders* are the nodes whose server holds a ``<name>--load-<N>-`` token, in our slots or in a
 form we never edit (two nodes sharing one server are two holders); its *plain holders* the nodes whose
 server holds it as a plain (CNAME) alias. The server of a node that left the cluster is no holder: ``status``
-lists it apart and the next apply moves its tokens (``provider/departed.py``). A name breaks:
+lists it apart and the next apply moves its tokens (``provider/read/departed.py``). A name breaks:
 
 1. *Ingress nodes only*: a holder that is no ingress node. LanDB sends it a share of the name's requests
    (a node relabelled out still holds every name it held).
@@ -46,7 +46,7 @@ from itertools import chain
 from typing import NamedTuple
 
 from landb_webhook.backends import Node
-from landb_webhook.provider.inventory import Inventory
+from landb_webhook.provider.read.inventory import Inventory
 
 NOT_INGRESS = "not_ingress"
 SHARED_INDEX = "shared_index"

@@ -31,8 +31,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import State, Transition, describe
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.dns_watch import TokenBucket
-from landb_webhook.provider.events import (
+from landb_webhook.provider.watch.events import (
     SOURCE_LABEL,
     EventIntent,
     EventLedger,
@@ -41,7 +40,8 @@ from landb_webhook.provider.events import (
     intent,
     source_of,
 )
-from landb_webhook.provider.steps import StepThread
+from landb_webhook.provider.watch.periodic import PeriodicWorker
+from landb_webhook.provider.watch.rate import TokenBucket
 
 log = structlog.get_logger(__name__)
 
@@ -113,7 +113,7 @@ class EventEmitter:
         """Used by the sending side only (one thread, or a test's steps)."""
         self._bucket = TokenBucket(options.rate, float(options.burst), monotonic())
         self._failures = RepeatLimitedLog(log)
-        self._thread = StepThread(
+        self._thread = PeriodicWorker(
             "landb-events", self.step, idle=IDLE_WAIT, after_failure=1.0, failed="event emitter step failed"
         )
         metrics.events_queued.set_function(self.waiting)

@@ -25,7 +25,7 @@ from landb_webhook.backends import ServerStore, UpstreamError
 from landb_webhook.deadline import contexts_for
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.fence import WriteFence, WriterLeaseLost, send_fenced
+from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost, send_fenced
 
 log = structlog.get_logger(__name__)
 

@@ -34,28 +34,14 @@ import structlog
 
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.interface import ApplyRefused
+from landb_webhook.provider.options import DEFAULT_WINDOW_SECONDS, RemovalGuard
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_WINDOW_SECONDS = 3600.0
 WINDOW_STATE_KEY = "removal-window"
 """Its key in the state store (backends.StateStore)."""
 MAX_REMEMBERED_APPLIES = 10_000
 """Bound on memory (and on the state ConfigMap): a window holds one entry per apply."""
-
-
-@dataclass(frozen=True)
-class RemovalGuard:
-    """How many aliases may go off the air within one window before an apply is refused as a likely mistake:
-    at least ``min_count`` and more than ``max_share`` of those published, unless ``allow`` is set."""
-
-    max_share: float = 0.5
-    min_count: int = 5
-    allow: bool = False
-    window_seconds: float = DEFAULT_WINDOW_SECONDS
-
-    def trips(self, withdrawn: int, published: int) -> bool:
-        return not self.allow and withdrawn >= self.min_count and withdrawn > self.max_share * published
 
 
 class RemovalRefused(ApplyRefused):

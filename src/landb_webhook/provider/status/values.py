@@ -1,9 +1,9 @@
 """What ``landb-webhook status`` reports, as values: the nodes, every name LanDB publishes for them, and
 what needs a human (:meth:`ClusterStatus.attention`).
 
-Data only, no rule and no I/O: ``provider/status_analysis.py`` makes them (the problem rules are
-``provider/problems.py``), ``provider/status_reader.py`` reads the cluster for it, ``report.py`` prints
-them and ``provider/adopt.py`` hands external-dns only names whose :attr:`NameStatus.problems` is empty.
+Data only, no rule and no I/O: ``status/analysis.py`` makes them (the problem rules are
+``status/problems.py``), ``status/reader.py`` reads the cluster for it, ``report.py`` prints them and
+``provider/ownership/adopt.py`` hands external-dns only names whose :attr:`NameStatus.problems` is empty.
 """
 
 from __future__ import annotations
@@ -11,8 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from landb_webhook.provider.health import NO_CONTROLLER
-from landb_webhook.provider.loadbalancers import TaggedLoadBalancer
+from landb_webhook.provider.read.health import NO_CONTROLLER
+
+
+@dataclass(frozen=True)
+class TaggedLoadBalancer:
+    """A load balancer carrying names, as ``status`` shows it."""
+
+    id: str
+    name: str
+    addresses: tuple[str, ...]
+    names: tuple[str, ...]
+    """The DNS names its ``landb-alias=`` tags publish."""
+    unclaimed: tuple[str, ...]
+    """Those without an ownership claim: someone else's, never touched (registry txt)."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +39,8 @@ class NodeStatus:
     unschedulable: bool
     internal_ips: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
-    """Why the node is unhealthy as the carrier rule sees it (``provider/health.py``); empty when healthy."""
+    """Why the node is unhealthy as the carrier rule sees it (``read/health.py``); empty when
+    healthy."""
 
     @property
     def health(self) -> str:

@@ -10,7 +10,7 @@ import structlog
 log = structlog.get_logger(__name__)
 
 
-class StepThread:
+class PeriodicWorker:
     """Runs ``step`` in a daemon thread named ``name``, again after the seconds it returns (``idle`` when it
     returns None), and at once when woken. A step that raises is logged with ``failed`` and the next runs
     after ``after_failure`` seconds: the thread outlives any surprise."""

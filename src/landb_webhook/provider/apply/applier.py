@@ -86,18 +86,10 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.loadbalancers import plan_tags
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, metadata_after, plan_changes
-from landb_webhook.provider import publications
-from landb_webhook.provider.claims import Claims
-from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
-from landb_webhook.provider.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
-from landb_webhook.provider.events import NameChange
-from landb_webhook.provider.executor import PlanExecutor, WriteFailure
-from landb_webhook.provider.fence import UNFENCED, WriteFence, WriterLeaseLost
-from landb_webhook.provider.health import Placement
-from landb_webhook.provider.interface import ApplyError, ApplyRefused
-from landb_webhook.provider.inventory import Inventory, InventoryReader
-from landb_webhook.provider.kept_state import KeptState
-from landb_webhook.provider.loadbalancers import (
+from landb_webhook.provider.apply.executor import PlanExecutor, WriteFailure
+from landb_webhook.provider.apply.fence import UNFENCED, WriteFence, WriterLeaseLost
+from landb_webhook.provider.apply.kept_state import KeptState
+from landb_webhook.provider.apply.loadbalancers import (
     NO_TAG_WRITES,
     LoadBalancerPath,
     LoadBalancers,
@@ -105,10 +97,18 @@ from landb_webhook.provider.loadbalancers import (
     TagWrites,
     merged_carriers,
 )
-from landb_webhook.provider.refusals import report_refusals
-from landb_webhook.provider.removals import RemovalRefused, guard_removals
+from landb_webhook.provider.apply.refusals import report_refusals
+from landb_webhook.provider.apply.removals import RemovalRefused, guard_removals
+from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named, node_names
+from landb_webhook.provider.interface import ApplyError, ApplyRefused
+from landb_webhook.provider.ownership.claims import Claims
+from landb_webhook.provider.read.departed import Remembered, holds_owned, owned_slot_labels, remembered_after
+from landb_webhook.provider.read.health import Placement
+from landb_webhook.provider.read.inventory import Inventory, InventoryReader
+from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
 from landb_webhook.provider.together import Together
-from landb_webhook.provider.txt_registry import claimed_names, is_ownership_record
+from landb_webhook.provider.watch import publications
+from landb_webhook.provider.watch.events import NameChange
 
 log = structlog.get_logger(__name__)
 

@@ -17,8 +17,13 @@ from dataclasses import dataclass
 
 from landb_webhook.backends import OwnershipStore
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.provider.status import ClusterStatus, Holding, NameStatus
-from landb_webhook.provider.txt_registry import claim_record, claimed_names, owned_name, validate_owner_id
+from landb_webhook.provider.read.txt_registry import (
+    claim_record,
+    claimed_names,
+    owned_name,
+    validate_owner_id,
+)
+from landb_webhook.provider.status.values import ClusterStatus, Holding, NameStatus
 
 
 @dataclass(frozen=True)

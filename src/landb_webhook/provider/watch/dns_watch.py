@@ -32,10 +32,10 @@ from landb_webhook.landb.propagation import (
     transition,
 )
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.events import NameEvents, NoEvents
-from landb_webhook.provider.publications import PublicationLog
-from landb_webhook.provider.status import ClusterStatus
-from landb_webhook.provider.steps import StepThread
+from landb_webhook.provider.watch.events import NameEvents, NoEvents
+from landb_webhook.provider.watch.periodic import PeriodicWorker
+from landb_webhook.provider.watch.publications import PublicationLog
+from landb_webhook.provider.watch.rate import TokenBucket
 
 log = structlog.get_logger(__name__)
 
@@ -62,30 +62,6 @@ class DnsWatchOptions:
     recheck_period: float = 120.0
     sync_period: float = 900.0
     """LanDB's publication period: a foreign answer lasting two of these past the write is a conflict."""
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``capacity`` saved up; a clock stepped back adds none."""
-
-    def __init__(self, rate: float, capacity: float, now: float) -> None:
-        self.rate, self.capacity = rate, capacity
-        self._tokens, self._at = capacity, now
-
-    def take(self, now: float) -> bool:
-        self._refill(now)
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-    def wait(self, now: float) -> float:
-        """Seconds until a token is there."""
-        self._refill(now)
-        return max(0.0, (1 - self._tokens) / self.rate)
-
-    def _refill(self, now: float) -> None:
-        self._tokens = min(self.capacity, self._tokens + max(0.0, now - self._at) * self.rate)
-        self._at = now
 
 
 @dataclass
@@ -119,7 +95,7 @@ class DnsWatch:
         self._watched: dict[str, _Watched] = {}
         self._lock = threading.Lock()
         self._resolver_failing = False
-        self._thread = StepThread(
+        self._thread = PeriodicWorker(
             "landb-dns-watch",
             self.step,
             idle=LOOK_AGAIN,
@@ -274,29 +250,6 @@ class DnsWatch:
 
 STATUS_CONCURRENCY = 8
 """Questions ``status`` has in flight at once."""
-
-
-def published_in(status: ClusterStatus, stored: PublicationLog) -> dict[str, Published]:
-    """What each name of ``status`` should resolve to: the IPs of every node holding it and the addresses
-    of every load balancer whose tags hold it (LanDB publishes each holder), with the write time and
-    former carriers stored by the webhook."""
-    ips_by_node = {node.name: node.internal_ips for node in status.nodes}
-    expected: dict[str, set[str]] = {}
-    for name in status.names:
-        expected.setdefault(name.dns_name, set()).update(
-            ip for h in name.holdings for ip in ips_by_node.get(h.node, ())
-        )
-    for lb in status.load_balancers:
-        for dns_name in lb.names:
-            expected.setdefault(dns_name, set()).update(lb.addresses)
-    known = stored.published()
-    found = {}
-    for dns_name, ips in sorted(expected.items()):
-        if not ips:
-            continue  # a plain alias only: LanDB answers it with a CNAME, which is not ours to judge
-        entry = known.get(dns_name, Published(frozenset()))
-        found[dns_name] = Published(frozenset(ips), entry.former - ips, entry.written_at)
-    return found
 
 
 @dataclass(frozen=True)

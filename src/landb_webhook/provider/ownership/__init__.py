@@ -1,0 +1,1 @@
+"""The ownership gate (claims) and adopting what a cluster already published."""

@@ -1,0 +1,1 @@
+"""Records and AdjustEndpoints: what the provider answers external-dns' reads with."""
