@@ -108,7 +108,7 @@ from landb_webhook.provider.read.inventory import Inventory, InventoryReader
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
 from landb_webhook.provider.together import Together
 from landb_webhook.provider.watch import publications
-from landb_webhook.provider.watch.events import NameChange
+from landb_webhook.provider.watch.events import NameChange, NameEvents
 
 log = structlog.get_logger(__name__)
 
@@ -284,7 +284,7 @@ class Applier:
     def _apply(self, changes: Changes, fence: WriteFence) -> None:
         context, options = self._context, self._context.options
         started = time.monotonic()
-        context.events.learn((*changes.create, *changes.update_new, *changes.delete, *changes.update_old))
+        learn_who_asks(context.events, changes)
         # 1. ... then read everything the plan needs, the reads sent together (provider.together).
         inventory, load_balancers, claim_records, quota = self._read_everything()
         claims_before = claimed_names(claim_records)
@@ -737,3 +737,11 @@ def _carriers(
 
 def _state_of(gone: Remembered, server: Server) -> ServerState:
     return ServerState(server.id, server.name, gone.node_name, server.metadata)
+
+
+def learn_who_asks(events: NameEvents, changes: Changes) -> None:
+    """The objects asking for the names changed, for their events: a creation's and an update's new side
+    ask now; an update's old side names the object that asked when the record was written (its claim's: an
+    Ingress a route has replaced, perhaps), so it is not learnt; a deletion's asked last."""
+    events.learn(changes.delete)
+    events.learn((*changes.create, *changes.update_new))
