@@ -116,6 +116,20 @@ def test_the_demo_walks_a_name_to_published_and_back_to_gone(demo_output: list[s
     assert "done: myapp.cern.ch went pending -> published -> stale -> gone" in walk[-1]
 
 
+def test_the_walk_shows_the_events_the_webhook_writes_on_the_httproute(demo_output: list[str]) -> None:
+    events = [
+        m[1] for line in demo_output if (m := re.search(r"event on HTTPRoute default/myapp: (.*)$", line))
+    ]
+    transcript = "\n".join(demo_output)
+    assert [event.split(":")[0] for event in events] == [
+        "Normal Written",
+        "Normal OnTheAir",
+        "Normal Removed",
+        "Normal DnsGone",
+    ], transcript
+    assert "myapp.cern.ch written on 3 ingress nodes" in events[0], transcript
+
+
 def test_the_walks_records_polls_are_not_logged_at_info_but_its_writes_are(demo_output: list[str]) -> None:
     records = [line for line in demo_output if "path=/records" in line]
     transcript = "\n".join(demo_output)
