@@ -177,9 +177,10 @@ class EventEmitter:
         while True:
             with self._lock:
                 stale, self._stale = self._stale, set()
-            for regarding in stale:
-                self._sink.forget(regarding)
-                self._ledger.forget_object(regarding)
+            if stale:
+                for regarding in stale:
+                    self._sink.forget(regarding)
+                self._ledger.forget_objects(stale)
             with self._lock:
                 if not self._waiting:
                     return None
