@@ -7,7 +7,7 @@ UV := .tools/bin/uv
 VENV := .venv
 TOOLS_DIR ?= $(HOME)/.cache/landb-webhook
 
-.PHONY: demo test lint e2e-tools kube-tools deploy-tools image bench bench-scale soak clean
+.PHONY: demo test lint e2e-tools kube-tools deploy-tools prometheus-tools grafana-dashboard image bench bench-scale soak clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -38,6 +38,12 @@ e2e-tools:  ## build the real external-dns used by tests/e2e (needs Go)
 
 kube-tools:  ## build the real kube-apiserver and etcd the Kubernetes tests also run against (needs Go)
 	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-kube-apiserver.sh
+
+prometheus-tools:  ## build the real prometheus and promtool the alert tests run (needs Go)
+	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-prometheus.sh
+
+grafana-dashboard:  ## write the dashboard's ConfigMap (deploy/grafana/) from its JSON, after editing the JSON
+	scripts/grafana-configmap.sh
 
 deploy-tools:  ## build helm and fetch the official external-dns chart the deploy tests render (needs Go)
 	LANDB_TOOLS_DIR=$(TOOLS_DIR) scripts/install-helm.sh

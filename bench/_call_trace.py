@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-MARKER = ("adapters/openstack.py", "post")
+MARKER = ("adapters/nova.py", "post")
 
 
 def install(out: Path) -> None:

@@ -103,6 +103,7 @@ def webhook(sim: Simulator, workdir: Path, **settings: str) -> Iterator[tuple[su
         "LANDB_HEALTH_HOST": "127.0.0.1",
         "LANDB_HEALTH_PORT": str(health_port),
         "LANDB_LOG_LEVEL": "warning",
+        "LANDB_DNS_WATCH": "false",  # no resolver but a loopback one
         **settings,
     }
     with (workdir / "webhook.log").open("wb") as log:

@@ -5,7 +5,8 @@
 # Usage: scripts/build-tools.sh STATUS_DIR
 #
 # Steps, in this order (tests/support/tool_builds.py STEPS says why): make e2e-tools (external-dns), make
-# kube-tools (etcd and kube-apiserver), make deploy-tools (helm and the chart). Each writes its output to
+# prometheus-tools (prometheus and promtool), make kube-tools (etcd and kube-apiserver), make deploy-tools
+# (helm and the chart). Each writes its output to
 # STATUS_DIR/<step>.log; when it ends, STATUS_DIR/<step>.ok (how long it took, and its CPU time) or
 # STATUS_DIR/<step>.failed (a line with its exit status and times, then the last lines of its log) appears,
 # written whole. A failed step does not stop the next.
@@ -13,7 +14,7 @@
 #
 # Each step is as idempotent as its install script: on a machine that has the tools it ends in a second.
 set -uo pipefail
-readonly STEPS=(e2e-tools kube-tools deploy-tools)
+readonly STEPS=(e2e-tools prometheus-tools kube-tools deploy-tools)
 
 # The Go compiler and linker collect garbage less often: a quarter of the memory more for each compile,
 # 15% less CPU time, the same binaries (k8s.io/api/core/v1 and its dependencies from an empty build

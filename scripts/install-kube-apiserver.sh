@@ -59,12 +59,7 @@ fi
 source "$(dirname "$0")/lib/go-toolchain.sh"
 go_usable "$REQUIRED_GO" "kube-apiserver and etcd not installed; the tests needing them will be skipped" || exit 0
 
-# Everything under the tools directory, so one `rm -rf` undoes it; shared with install-external-dns.sh.
-export GOMODCACHE="$tools_dir/go/mod"
-export GOCACHE="$tools_dir/go/build-cache"
-# Local toolchain only (no toolchain download); static binaries; no VCS stamping (there is no checkout);
-# go.sum is written by the build itself (the wrapper has none).
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false -trimpath"
+go_build_env "$tools_dir"
 mkdir -p "$bin_dir"
 
 # write_wrapper DIR MODULE VERSION: a go.mod requiring MODULE@VERSION; replace lines come on stdin.

@@ -26,6 +26,7 @@ from support.kube_apiserver import (
     running_kube_apiserver,
 )
 from support.logging_state import restored_logging
+from support.prometheus import PrometheusTools, locate_prometheus_tools
 from support.tool_builds import announced_builds, describe_builds, order_by_tool_builds, skip_unless_built
 
 settings.register_profile("dev", deadline=None)
@@ -91,6 +92,17 @@ def gateway_api(kube_apiserver: KubeApiServer) -> KubeApiServer:
         pytest.skip(reason)
     kube_apiserver.install_gateway_api(documents)
     return kube_apiserver
+
+
+@pytest.fixture(scope="session")
+def prometheus_tools(pytestconfig: pytest.Config) -> PrometheusTools:
+    """The real prometheus and promtool (skipped, with the reason, when ``make prometheus-tools`` has not
+    built them). Waits for them while .ci/run builds them in the background."""
+    skip_unless_built("prometheus-tools", pytestconfig)
+    tools, reason = locate_prometheus_tools()
+    if tools is None:
+        pytest.skip(reason)
+    return tools
 
 
 @pytest.fixture

@@ -15,3 +15,13 @@ go_usable() {
     return 1
   fi
 }
+
+# go_build_env TOOLS_DIR: the environment a wrapper-module build runs in. Everything under TOOLS_DIR, so one
+# `rm -rf` undoes it (the caches shared by the install scripts); the local toolchain only (no toolchain
+# download); static binaries; no VCS stamping (there is no checkout); go.sum written by the build itself
+# (the wrapper has none).
+go_build_env() {
+  export GOMODCACHE="$1/go/mod"
+  export GOCACHE="$1/go/build-cache"
+  export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false -trimpath"
+}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from landb_webhook.endpoint import Endpoint
+from landb_webhook.landb.propagation import Answer
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,18 @@ class LoadBalancerStore(Protocol):
         ...
 
 
+class NameLookup(Protocol):
+    """What DNS answers for a name (adapters.dns), asked before a name's first write (provider.first_look)."""
+
+    where: str
+    """The resolvers asked, for log lines."""
+
+    def resolve(self, dns_name: str) -> Answer:
+        """The name's A records, a CNAME, no such name, or ``NoAnswer`` when the resolvers failed or did
+        not answer within the adapter's timeout: never raises. Thread-safe, no cache."""
+        ...
+
+
 @dataclass(frozen=True)
 class Ports:
     """The backends the provider talks to, typed by their Protocols, passed whole: wiring builds them once
@@ -191,6 +204,8 @@ class Ports:
     """None: every name is published on the ingress nodes (provider.loadbalancers)."""
     writer_lease: WriterLease | None = None
     """None: this is the only replica, it always writes; the one-shot commands never hold one."""
+    names: NameLookup | None = None
+    """DNS, asked before a name's first write; None (LANDB_DNS_WATCH=false): names are written unasked."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from landb_webhook.landb.names import validate_label
+from landb_webhook.landb.names import InvalidName, label_for, validate_label
 from landb_webhook.selector import (
     AnySelector,
     InvalidSelector,
@@ -206,6 +206,13 @@ class Settings(BaseSettings):
         254, ge=80, le=255, description="Longest landb-alias* value written, commas included."
     )
     index_floor: int = Field(0, ge=0, description="Smallest N given to a new `--load-N-` token.")
+    takeover_names: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="DNS names (comma-separated, in the zone) published although DNS answers them for "
+        "another device or as a CNAME: a cluster replacing another takes its names over on purpose (with "
+        "a --index-floor clear of the other's Ns). Any other name DNS answers elsewhere is refused before "
+        "its first write.",
+    )
 
     # Ownership
     registry: Literal["txt", "noop"] = Field(
@@ -373,6 +380,18 @@ class Settings(BaseSettings):
             validate_label(part)
         return value
 
+    @field_validator("takeover_names")
+    @classmethod
+    def _takeover_names_are_aliases(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Each name one alias of the zone, as external-dns sends it (``app.cern.ch``); kept lower-case."""
+        domain = info.data.get("dns_domain", "cern.ch")
+        for name in value:
+            try:
+                label_for(name, domain)
+            except InvalidName as error:
+                raise ValueError(f"{error}; each name is <alias>.{domain}") from None
+        return sorted({name.strip().rstrip(".").lower() for name in value})
+
     @field_validator("ingress_selector")
     @classmethod
     def _selector_selects_something(cls, value: str) -> str:
@@ -394,7 +413,7 @@ class Settings(BaseSettings):
             parse_resolver(resolver)  # InvalidResolver is a ValueError naming the bad one
         return value
 
-    @field_validator("domain_filter", "api_allowed_hosts", "dns_resolvers", mode="before")
+    @field_validator("domain_filter", "api_allowed_hosts", "dns_resolvers", "takeover_names", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         """Accept ``a.ch,b.org`` (env and flags) and a JSON list, as pydantic-settings users expect."""

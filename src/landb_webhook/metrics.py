@@ -63,6 +63,7 @@ REFUSAL_REASONS = (
     "no_ingress_nodes",
     "not_the_writer",
     "writer_lease_lost",
+    "dns_elsewhere",
 )
 """``refused_changes_total`` reasons: the provider's own, plus landb.plan's Refusal kinds (``capacity`` is
 counted as ``plan``). tests/unit/test_webhook_metrics.py checks the code uses no other."""
@@ -80,7 +81,7 @@ DROP_REASONS = (
 )
 """``dropped_endpoints_total`` reasons: the provider's own, plus landb.names' InvalidName kinds."""
 ALIAS_OWNERSHIP = ("owned", "unowned")
-DNS_STATES = ("pending", "published", "stale", "conflict", "unknown")
+DNS_STATES = ("pending", "published", "stale", "conflict", "unknown", "shared")
 """``dns_names`` states: landb.propagation.WATCHED_STATES (tests/unit/test_webhook_metrics.py checks)."""
 DNS_QUERY_RESULTS = ("answered", "no_answer")
 LOAD_BALANCER_SERVICE_STATES = ("off", "unknown", "present", "absent")
@@ -161,7 +162,7 @@ class Metrics:
     while the webhook can do its job."""
     # Filled by the DNS watcher (provider/watch/dns_watch.py).
     dns_names: Gauge
-    """Names by what DNS answers for them (``state``: pending, published, stale, conflict, unknown)."""
+    """Names by what DNS answers (``state``: pending, published, stale, conflict, unknown, shared)."""
     dns_oldest_pending_seconds: Gauge
     """Seconds the longest-pending name has waited for DNS since its write (0 when none waits)."""
     dns_queries_total: Counter
@@ -331,7 +332,7 @@ class Metrics:
             ),
             dns_names=Gauge(
                 f"{PREFIX}_dns_names",
-                "Published names by what DNS answers: pending, published, stale, conflict, unknown.",
+                "Published names by what DNS answers: pending, published, stale, conflict, unknown, shared.",
                 ["state"],
                 registry=registry,
             ),

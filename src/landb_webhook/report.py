@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from landb_webhook.landb.propagation import State, answered, duration
@@ -107,6 +108,10 @@ def status_json(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | None
             {"node": d.node, "server_id": d.server_id, "server_name": d.server_name, "tokens": list(d.tokens)}
             for d in status.departed_servers
         ],
+        "refused_by_dns": [
+            {"name": refusal.name, "dns": refusal.answer, "at": refusal.at}
+            for refusal in status.refused_by_dns
+        ],
         "needs_human": status.attention(),
     }
     if dns is not None:
@@ -184,6 +189,13 @@ def status_table(status: ClusterStatus, read_from: ReadFrom, dns: DnsCheck | Non
             ],
         ),
         *_section(
+            "Names refused before their first write: DNS answers them elsewhere",
+            [
+                f"{refusal.name}: DNS answers {refusal.answer}, refused {_when(refusal.at, dns)}"
+                for refusal in status.refused_by_dns
+            ],
+        ),
+        *_section(
             "Servers of nodes that left the cluster (the next apply moves their aliases and cleans them)",
             [
                 f"{d.server_name} (was node {d.node}): {', '.join(d.tokens) or NONE}"
@@ -208,6 +220,12 @@ def _next_steps(status: ClusterStatus, attention: Sequence[str]) -> list[str]:
             f"landb-webhook adopt --owner-id <external-dns --txt-owner-id> --names {','.join(unclaimed)} "
             "--dry-run (then again without --dry-run)"
         )
+    if status.refused_by_dns:
+        steps.append(
+            f"{len(status.refused_by_dns)} name(s) refused because another device holds them in LanDB: their "
+            "owners pick other names, or, to move them to this cluster on purpose, list them in "
+            "LANDB_TAKEOVER_NAMES (docs/operations.md, cluster replacement)"
+        )
     if attention:
         steps.append("fix what needs a human, then run status again: it exits 0 when nothing does")
     return ["", "Next:", *(f"  - {step}" for step in steps)] if steps else []
@@ -231,6 +249,13 @@ def adoption_text(
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+
+def _when(at: float, dns: DnsCheck | None) -> str:
+    """``3 min ago`` when the time of the reading is known, else the UTC time."""
+    if dns is not None:
+        return f"{duration(dns.now - at)} ago"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _dns_line(dns: DnsCheck) -> str:

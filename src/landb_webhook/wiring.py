@@ -33,13 +33,14 @@ from landb_webhook.adapters.kubernetes import UPSTREAM as KUBERNETES
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for, list_one_node
 from landb_webhook.adapters.lease import LeaseElector, default_identity
 from landb_webhook.adapters.memory import InMemoryOwnershipStore, InMemoryStateStore
+from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.octavia import ABSENT, OctaviaLoadBalancers
-from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackSession
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
-from landb_webhook.backends import OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
+from landb_webhook.backends import NameLookup, OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, parse_resolver
 from landb_webhook.logs import register_secrets
 from landb_webhook.metrics import Metrics
@@ -113,6 +114,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
             window_seconds=settings.removal_window,
         ),
         write_fence_margin=settings.upstream_timeout,
+        takeover_names=frozenset(settings.takeover_names),
         max_request_body=settings.max_request_body,
         ingress_selector=settings.ingress_selector,
     )
@@ -152,8 +154,17 @@ def node_source(
 def server_store(
     settings: Settings, *, clouds_yaml: Path | None = None, metrics: Metrics | None = None, **injected: Any
 ) -> OpenStackServerStore:
-    """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
+    """Nova on an OpenStack session of its own (build_backends builds Octavia on the same session)."""
     return OpenStackServerStore(
+        openstack_session(settings, clouds_yaml=clouds_yaml, metrics=metrics, **injected)
+    )
+
+
+def openstack_session(
+    settings: Settings, *, clouds_yaml: Path | None = None, metrics: Metrics | None = None, **injected: Any
+) -> OpenStackSession:
+    """``injected``: constructor arguments settings do not cover (a test's clock and sleeper)."""
+    return OpenStackSession(
         settings.os_cloud,
         clouds_yaml=clouds_yaml,
         cloud_conf=settings.os_cloud_conf,
@@ -165,7 +176,7 @@ def server_store(
 
 
 def openstack_options(settings: Settings) -> OpenStackOptions:
-    """How the Nova adapter times and retries its calls."""
+    """How the OpenStack session times and retries its calls, and bounds Nova's."""
     return OpenStackOptions(
         timeout=settings.upstream_timeout,
         retry=RetryPolicy(
@@ -260,12 +271,16 @@ class Backends:
     state: StateStore
     """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
     load_balancers: OctaviaLoadBalancers | None = None
-    """The project's Octavia load balancers, on the Nova adapter's session; None: LANDB_LOADBALANCERS off."""
+    """The project's Octavia load balancers, on Nova's OpenStack session; None: LANDB_LOADBALANCERS off."""
+    names: NameLookup | None = None
+    """DNS, asked before a name's first write (the DNS watch's resolvers); None: LANDB_DNS_WATCH=false."""
 
     @cached_property
     def ports(self) -> Ports:
         """The same adapters as the provider and ``status`` see them: by their Protocols, passed whole."""
-        return Ports(self.nodes, self.servers, self.ownership, self.state, self.load_balancers)
+        return Ports(
+            self.nodes, self.servers, self.ownership, self.state, self.load_balancers, names=self.names
+        )
 
 
 def build_backends(
@@ -289,8 +304,9 @@ def build_backends(
     if settings.os_cloud_conf is None and (problem := cloudconf.clouds_yaml_problem(settings.os_cloud)):
         raise SettingError("os_cloud", problem)
     nodes = node_source(settings, api_client, wall_clock=clock)
-    servers = server_store(settings, metrics=metrics)
-    register_secrets([*servers.secret_values(), *kube_secret_values(api_client)])
+    session = openstack_session(settings, metrics=metrics)
+    servers = OpenStackServerStore(session)
+    register_secrets([*session.secret_values(), *kube_secret_values(api_client)])
     ownership: OwnershipStore
     state: StateStore
     if settings.ownership_store == "configmap":
@@ -300,11 +316,12 @@ def build_backends(
         ownership = InMemoryOwnershipStore()
         state = InMemoryStateStore()
     load_balancers = (
-        OctaviaLoadBalancers(servers, absent_hint=NO_LOAD_BALANCER_SERVICE)
+        OctaviaLoadBalancers(session, absent_hint=NO_LOAD_BALANCER_SERVICE)
         if settings.loadbalancers
         else None
     )
-    ports = Backends(nodes, servers, ownership, state, load_balancers)
+    names = dns_resolver(settings) if settings.dns_watch else None
+    ports = Backends(nodes, servers, ownership, state, load_balancers, names)
     return ports, Resources(nodes=nodes, servers=servers, ownership=ownership, load_balancers=load_balancers)
 
 
@@ -350,6 +367,15 @@ def build_provider(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
             consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",
         )
+    if not settings.dns_watch:
+        log.warning(
+            "DNS watch off: a name is written without asking DNS first whether another device publishes it",
+            consequence="an Ingress asking for a name another device holds in LanDB joins its round robin "
+            "at LanDB's next sync; nothing says so",
+            hint=f"set {ENV_PREFIX}DNS_WATCH=true (and {ENV_PREFIX}DNS_RESOLVERS) to have new names checked",
+        )
+    elif settings.takeover_names:
+        log.info("names taken over even where DNS answers them elsewhere", names=settings.takeover_names)
     lease = None
     if settings.leader_election:
         lease = lease_elector(settings, api_client_for(settings.kubeconfig))
@@ -417,6 +443,7 @@ def dns_watch(
         queries_per_second=settings.dns_queries_per_second,
         recheck_period=settings.dns_recheck_period,
         sync_period=settings.landb_sync_period,
+        takeover_names=frozenset(settings.takeover_names),
     )
     return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock, events=events)
 
@@ -493,5 +520,8 @@ def check_dns(
     except UpstreamError as error:
         log.warning("webhook state not read: DNS judged without the write times", reason=error.reason)
     published = published_in(status, stored)
+    published = {
+        name: replace(found, taking_over=name in settings.takeover_names) for name, found in published.items()
+    }
     judgements = ask_once(published, resolver, now=clock(), sync_period=settings.landb_sync_period)
     return DnsCheck(judgements, published, clock(), resolver.where)

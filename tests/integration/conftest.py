@@ -21,7 +21,8 @@ from kubernetes import client
 
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
-from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackOptions, OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackOptions, OpenStackSession
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.metrics import Metrics
@@ -122,10 +123,12 @@ def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackSer
         calls = {name: options.pop(name) for name in OPENSTACK_FIELDS & options.keys()}
         options = {"clock": fake.monotonic, "sleep": fake.sleep, **options}
         store = OpenStackServerStore(
-            cloud,
-            clouds_yaml=client_config.clouds_yaml,
-            options=dataclasses.replace(DEFAULT_OPENSTACK, **{"timeout": 3.0, **calls}),
-            **options,
+            OpenStackSession(
+                cloud,
+                clouds_yaml=client_config.clouds_yaml,
+                options=dataclasses.replace(DEFAULT_OPENSTACK, **{"timeout": 3.0, **calls}),
+                **options,
+            )
         )
         stores.append(store)
         return store

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.octavia import OctaviaLoadBalancers
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import LoadBalancer, UpstreamError
 
 OTHER_PROJECT = "0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
@@ -19,7 +20,7 @@ OTHER_PROJECT = "0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
 
 @pytest.fixture
 def octavia(server_store: OpenStackServerStore) -> OctaviaLoadBalancers:
-    return OctaviaLoadBalancers(server_store)
+    return OctaviaLoadBalancers(server_store.session)
 
 
 def calls(simulator: Any) -> list[tuple[str, str, str]]:
@@ -120,7 +121,7 @@ def test_an_admin_credential_lists_and_tags_its_own_project_s_load_balancers_onl
         fixed_ip_address="188.184.30.1",
         project_id=OTHER_PROJECT,
     )
-    admin = OctaviaLoadBalancers(make_server_store(cloud=client_config.admin_cloud_name))
+    admin = OctaviaLoadBalancers(make_server_store(cloud=client_config.admin_cloud_name).session)
     simulator.state.reset_api_calls()
 
     found = admin.load_balancers()
@@ -148,7 +149,7 @@ def test_a_cloud_without_a_load_balancer_service_has_none_and_says_so_once_namin
     simulator: Any, make_server_store: Callable[..., OpenStackServerStore]
 ) -> None:
     simulator.state.identity.catalog_without = {"load-balancer"}
-    octavia = OctaviaLoadBalancers(make_server_store(), absent_hint="set LANDB_LOADBALANCERS=false")
+    octavia = OctaviaLoadBalancers(make_server_store().session, absent_hint="set LANDB_LOADBALANCERS=false")
 
     with capture_logs() as logs:
         found = [octavia.load_balancers(), octavia.load_balancers()]
@@ -206,14 +207,14 @@ def test_once_a_load_balancer_was_seen_its_floating_ips_are_listed_beside_the_lo
     store.add_load_balancer("web", "188.184.30.20", tags=["landb-alias=web"], floating_ip="137.138.1.1")
     first = octavia.load_balancers()
     meeting = threading.Barrier(2, timeout=10)
-    sent = OpenStackServerStore.call
+    sent = OpenStackSession.call
 
-    def call(self: OpenStackServerStore, action: str, operation: Any, *, api: str, **kwargs: Any) -> Any:
+    def call(self: OpenStackSession, action: str, operation: Any, *, api: str, **kwargs: Any) -> Any:
         if api in ("list_load_balancers", "list_floating_ips"):
             meeting.wait()
         return sent(self, action, operation, api=api, **kwargs)
 
-    monkeypatch.setattr(OpenStackServerStore, "call", call)
+    monkeypatch.setattr(OpenStackSession, "call", call)
     simulator.state.reset_api_calls()
 
     again = octavia.load_balancers()

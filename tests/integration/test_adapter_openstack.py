@@ -12,7 +12,8 @@ from urllib.parse import parse_qs
 import pytest
 from structlog.testing import capture_logs
 
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import Node, UpstreamError
 
 LANDB_KEYS = {"landb-mainuser": "it-ops", "landb-responsible": "it-ops", "landb-os": "LINUX"}
@@ -36,7 +37,7 @@ def server_searches(state: Any) -> list[Any]:
 
 def test_constructing_the_store_makes_no_remote_call(simulator: Any, client_config: Any) -> None:
     simulator.state.reset_api_calls()
-    OpenStackServerStore(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml)
+    OpenStackServerStore(OpenStackSession(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml))
     assert simulator.state.api_calls() == []
 
 
@@ -249,7 +250,7 @@ def test_wrong_credentials_are_a_non_retryable_keystone_error(simulator: Any, cl
     assert password in clouds
     client_config.clouds_yaml.write_text(clouds.replace(password, "not-the-password"))
     store = OpenStackServerStore(
-        client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, sleep=pytest.fail
+        OpenStackSession(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, sleep=pytest.fail)
     )
     try:
         with pytest.raises(UpstreamError) as raised:
@@ -281,7 +282,9 @@ def test_an_expired_token_is_renewed_transparently(simulator: Any, server_store:
 @pytest.mark.parametrize("cloud", ["cloud_name", "appcred_cloud_name", "trust_cloud_name"])
 def test_every_cern_style_credential_works(simulator: Any, client_config: Any, cloud: str) -> None:
     server = simulator.state.add_server("cluster-node-20")
-    store = OpenStackServerStore(getattr(client_config, cloud), clouds_yaml=client_config.clouds_yaml)
+    store = OpenStackServerStore(
+        OpenStackSession(getattr(client_config, cloud), clouds_yaml=client_config.clouds_yaml)
+    )
     try:
         assert store.servers_for([node("cluster-node-20", server)])["cluster-node-20"].id == server
     finally:
@@ -294,7 +297,7 @@ def test_without_a_cloud_name_the_os_environment_is_used(
     for name, value in client_config.environment().items():
         monkeypatch.setenv(name, value)
     simulator.state.set_quota(77)
-    store = OpenStackServerStore(None)
+    store = OpenStackServerStore(OpenStackSession(None))
     try:
         assert store.max_metadata_items() == 77
     finally:
@@ -304,7 +307,9 @@ def test_without_a_cloud_name_the_os_environment_is_used(
 def test_a_read_only_account_is_refused_writes_without_retries(simulator: Any, client_config: Any) -> None:
     state = simulator.state
     server = state.add_server("cluster-node-21", LANDB_KEYS)
-    store = OpenStackServerStore(client_config.readonly_cloud_name, clouds_yaml=client_config.clouds_yaml)
+    store = OpenStackServerStore(
+        OpenStackSession(client_config.readonly_cloud_name, clouds_yaml=client_config.clouds_yaml)
+    )
     state.reset_api_calls()
     try:
         with pytest.raises(UpstreamError) as raised:

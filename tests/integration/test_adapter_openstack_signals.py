@@ -16,12 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from landb_webhook.adapters.openstack import (
-    DEFAULT_OPENSTACK,
-    FAILURE_WINDOW,
-    NOT_ANSWERED_YET,
-    OpenStackServerStore,
-)
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, FAILURE_WINDOW, OpenStackSession
+from landb_webhook.adapters.openstack_health import NOT_ANSWERED_YET
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.logs import configure_logging
@@ -87,7 +84,7 @@ def test_refused_credentials_are_auth_refused_and_make_openstack_unavailable(
     password = simulator.state.credentials.password
     client_config.clouds_yaml.write_text(clouds.replace(password, "not-the-password"))
     store = OpenStackServerStore(
-        client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, metrics=metrics
+        OpenStackSession(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, metrics=metrics)
     )
     try:
         assert store.unavailable() == NOT_ANSWERED_YET  # untried credentials are not known to work
@@ -165,9 +162,11 @@ def test_an_unreachable_keystone_is_named_by_url_with_the_innermost_reason(
     auth = {"auth_url": f"https://{address}/v3", "username": "u", "password": "p", "project_name": "p"}
     clouds_yaml.write_text(yaml.safe_dump({"clouds": {"away": {"auth": auth}}}))
     store = OpenStackServerStore(
-        "away",
-        clouds_yaml=clouds_yaml,
-        options=replace(DEFAULT_OPENSTACK, retry=RetryPolicy(transient_retries=0, conflict_retries=0)),
+        OpenStackSession(
+            "away",
+            clouds_yaml=clouds_yaml,
+            options=replace(DEFAULT_OPENSTACK, retry=RetryPolicy(transient_retries=0, conflict_retries=0)),
+        )
     )
     try:
         with pytest.raises(UpstreamError) as raised:

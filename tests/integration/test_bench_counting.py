@@ -22,7 +22,8 @@ from kubernetes import client
 
 from landb_simulator import ApiCall, MetadataChange, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import api_client_for
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import Node
 
 CERN = {"landb-mainuser": "admins"}
@@ -31,7 +32,7 @@ CERN = {"landb-mainuser": "admins"}
 def test_a_known_sequence_of_calls_gives_the_exact_counts(simulator: Simulator, tmp_path: Path) -> None:
     names = seed_cluster(simulator.state, ingress_nodes=2, workers=0)
     config = simulator.write_client_config(tmp_path)
-    store = OpenStackServerStore(config.cloud_name, clouds_yaml=config.clouds_yaml)
+    store = OpenStackServerStore(OpenStackSession(config.cloud_name, clouds_yaml=config.clouds_yaml))
     api_client = api_client_for(config.kubeconfig)
     try:
         nodes = [Node(name, None, (), True) for name in names]

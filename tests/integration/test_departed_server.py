@@ -134,26 +134,6 @@ def test_the_state_names_the_servers_carrying_our_aliases_for_what_they_are(make
     }
 
 
-def test_an_upgrade_keeps_the_servers_a_former_version_stored_as_departed_servers(make_cluster: Any) -> None:
-    """The state as a version before the key's rename left it (the same list under ``departed-servers``):
-    a restarted webhook still cleans a server whose node left meanwhile, and stores the list under its
-    new name, the former key gone."""
-    cluster, gone_id = settled(make_cluster, "app.cern.ch", "web.cern.ch")
-    data = dict(cluster.sim.state.configmap("default", STATE)["data"])
-    data["departed-servers"] = data.pop("carrying-servers")
-    assert cluster.settings is not None
-    state_store(cluster.settings, api_client_for(cluster.settings.kubeconfig)).save(data)
-
-    delete_node(cluster, cluster.nodes[2])
-    cluster.restart()  # nothing in memory: only the stored state knows the departed server
-    cluster.settle()
-
-    assert tokens(cluster, gone_id) == {}
-    stored = cluster.sim.state.configmap("default", STATE)["data"]
-    assert "departed-servers" not in stored
-    assert remembered(cluster) == {cluster.server_id(n) for n in cluster.nodes[:2]}
-
-
 def test_owned_aliases_go_even_when_the_change_set_does_not_name_them(make_cluster: Any) -> None:
     cluster, gone_id = settled(make_cluster, "app.cern.ch")
     delete_node(cluster, cluster.nodes[2])

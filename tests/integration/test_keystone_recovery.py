@@ -19,7 +19,8 @@ import pytest
 from e2e.e2e_support import WebhookProcess, http_get, simulator_settings
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.authlock import AuthenticationLock, authentication_lock
-from landb_webhook.adapters.openstack import AUTHENTICATION_REQUESTS, OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import AUTHENTICATION_REQUESTS
 from landb_webhook.backends import UpstreamError
 from landb_webhook.deadline import answering_by
 from support.fake_time import FakeTime

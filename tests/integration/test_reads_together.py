@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from landb_simulator.external_dns import plan
+from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.octavia import OctaviaLoadBalancers
-from landb_webhook.adapters.openstack import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.state import ConfigMapStateStore
 from landb_webhook.endpoint import Changes

@@ -20,7 +20,8 @@ from e2e.e2e_support import MEDIA_TYPE, WebhookProcess, http_get, http_post, sim
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import create_with_claim
 from landb_webhook.adapters.kubeclient import api_client_for
-from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackSession
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.config import Settings
@@ -47,9 +48,11 @@ def test_openstack_tls_is_verified_by_default(
 ) -> None:
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml")
     store = OpenStackServerStore(
-        client_config.cloud_name,
-        clouds_yaml=clouds,
-        options=replace(DEFAULT_OPENSTACK, timeout=3, retry=RetryPolicy(transient_retries=0)),
+        OpenStackSession(
+            client_config.cloud_name,
+            clouds_yaml=clouds,
+            options=replace(DEFAULT_OPENSTACK, timeout=3, retry=RetryPolicy(transient_retries=0)),
+        )
     )
     try:
         with pytest.raises(UpstreamError, match=r"SSL|TLS") as refused:
@@ -68,10 +71,12 @@ def test_a_ca_bundle_makes_openstack_tls_verify(
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml", **in_yaml)
     cacert = client_config.ca_file if where == "LANDB_OS_CACERT" else None
     store = OpenStackServerStore(
-        client_config.cloud_name,
-        clouds_yaml=clouds,
-        options=replace(DEFAULT_OPENSTACK, timeout=3),
-        cacert=cacert,
+        OpenStackSession(
+            client_config.cloud_name,
+            clouds_yaml=clouds,
+            options=replace(DEFAULT_OPENSTACK, timeout=3),
+            cacert=cacert,
+        )
     )
     try:
         with capture_logs() as logs:
@@ -86,7 +91,9 @@ def test_turning_openstack_verification_off_in_the_configuration_is_said_out_lou
 ) -> None:
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml", verify=False)
     store = OpenStackServerStore(
-        client_config.cloud_name, clouds_yaml=clouds, options=replace(DEFAULT_OPENSTACK, timeout=3)
+        OpenStackSession(
+            client_config.cloud_name, clouds_yaml=clouds, options=replace(DEFAULT_OPENSTACK, timeout=3)
+        )
     )
     try:
         with capture_logs() as logs:

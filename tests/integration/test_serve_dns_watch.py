@@ -21,7 +21,7 @@ from landb_simulator.external_dns import loop_over_http
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.provider.watch.publications import STATE_KEY
 from landb_webhook.webhook.wire import decode_endpoints
-from support.knot import KnotServer, knot, silent_resolver
+from support.knot import KnotServer, knot, switchable
 
 __all__ = ["knot"]
 
@@ -113,14 +113,17 @@ def test_serve_follows_a_name_from_the_write_to_published_and_stores_the_write_t
     assert 'landb_webhook_dns_names{state="published"} 1.0' in metrics.decode()
 
 
-def test_a_resolver_that_never_answers_changes_no_webhook_answer(
-    start_webhook: Callable[[str], WebhookProcess], eventually: Callable[..., Any]
+def test_a_resolver_that_stops_answering_changes_no_webhook_answer(
+    start_webhook: Callable[[str], WebhookProcess], eventually: Callable[..., Any], knot: KnotServer
 ) -> None:
-    with silent_resolver() as silent:
-        webhook = start_webhook(silent)
+    """Names published while DNS answered (each new name is asked once before its first write: DNS first)
+    go on being answered the same once the resolver falls silent."""
+    with switchable(knot) as switch:
+        webhook = start_webhook(switch.address)
         with httpx.Client(base_url=f"http://127.0.0.1:{webhook.api_port}", timeout=15) as client:
             desired = [Endpoint(f"quiet{i}.cern.ch", "A", ("192.0.2.1",)) for i in range(3)]
             first = loop_over_http(client, desired, owner="test")
+            switch.answering = False
             assert client.get("/records").status_code == 200  # external-dns' next loop: the watcher learns
             eventually(
                 lambda: said(

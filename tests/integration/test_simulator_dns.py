@@ -14,6 +14,7 @@ import pytest
 
 from landb_simulator import Simulator, seed_cluster
 from landb_simulator.landb_dns import LandbDnsServer
+from landb_simulator.landb_zone import OtherDevice
 from landb_simulator.state import SimulatorState
 
 TIMEOUT = 5.0
@@ -229,3 +230,33 @@ def test_garbage_gets_formerr_and_the_server_keeps_answering(cluster: tuple[Simu
 
     assert reply.id == query.id and reply.rcode() == dns.rcode.FORMERR
     assert answer_values(over_udp(sim.dns, "myapp.cern.ch.")) == [ip_of(sim, names[0])]
+
+
+def test_another_devices_names_are_answered_beside_the_clusters_and_leave_with_it(
+    cluster: tuple[Simulator, list[str]], ask: Query
+) -> None:
+    """A device outside the project (``--other-device webfarm=10.9.9.9:indico--load-0-,www``): its load
+    alias answers its address, round robin with the cluster's servers holding the same name; its plain
+    alias is a CNAME to its host name; removed, both go at the next sync."""
+    sim, names = cluster
+    sim.dns.add_other_device(OtherDevice.parse("webfarm=10.9.9.9:indico--load-0-,www"))
+    set_aliases(sim, names[0], "indico--load-10-")
+    sim.dns.sync()
+
+    shared = ask(sim.dns, "indico.cern.ch.")
+    alias = ask(sim.dns, "www.cern.ch.")
+    sim.dns.remove_other_device("webfarm")
+    sim.dns.sync()
+
+    assert sorted(answer_values(shared)) == sorted(["10.9.9.9", ip_of(sim, names[0])])
+    assert answer_values(alias, "CNAME") == ["webfarm.cern.ch."]
+    assert answer_values(ask(sim.dns, "indico.cern.ch.")) == [ip_of(sim, names[0])]
+    assert ask(sim.dns, "www.cern.ch.").rcode() == dns.rcode.NXDOMAIN
+
+
+@pytest.mark.parametrize(
+    "text", ["webfarm", "webfarm=10.9.9.9", "webfarm=nowhere:www", "Bad_Name=10.9.9.9:www", "w=10.9.9.9:"]
+)
+def test_another_device_is_written_name_address_and_aliases(text: str) -> None:
+    with pytest.raises(ValueError, match=r"NAME=IPV4:ALIAS|not an IP address"):
+        OtherDevice.parse(text)

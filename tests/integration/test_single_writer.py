@@ -62,6 +62,7 @@ def replicas(
         "LANDB_REQUEST_TIMEOUT": "14",
         "LANDB_WRITE_CONCURRENCY": "1",
         "LANDB_LOG_FORMAT": "json",
+        "LANDB_DNS_WATCH": "false",  # no resolver but a loopback one
     }
     started: list[WebhookProcess] = []
     try:

@@ -42,7 +42,15 @@ def store_write_times(world: World, written: dict[str, float]) -> None:
             client.CoreV1Api(api_client), namespace=NAMESPACE, name="landb-webhook-ownership-state"
         )
         state.save(
-            {STATE_KEY: json.dumps({n: {"at": at, "ips": [], "was": []} for n, at in written.items()})}
+            {
+                STATE_KEY: json.dumps(
+                    {
+                        "format": 2,
+                        "sets": [[]],
+                        "names": {n: {"at": at, "ips": 0, "was": 0} for n, at in written.items()},
+                    }
+                )
+            }
         )
     finally:
         api_client.close()

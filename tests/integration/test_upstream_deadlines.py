@@ -74,6 +74,7 @@ def test_every_upstream_request_of_a_loop_has_a_connect_and_a_read_timeout(
         ownership_namespace="default",
         leader_election=True,
         lease_namespace="default",
+        dns_watch=False,  # no resolver but a loopback one
     )
     provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
     try:

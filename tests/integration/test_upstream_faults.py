@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
+from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import UpstreamError
 from landb_webhook.deadline import answering_by
@@ -301,10 +302,12 @@ def test_a_policy_refusal_is_never_retried(
 ) -> None:
     state = simulator.state
     reader = OpenStackServerStore(
-        client_config.readonly_cloud_name,
-        clouds_yaml=client_config.clouds_yaml,
-        clock=fake_time.monotonic,
-        sleep=fake_time.sleep,
+        OpenStackSession(
+            client_config.readonly_cloud_name,
+            clouds_yaml=client_config.clouds_yaml,
+            clock=fake_time.monotonic,
+            sleep=fake_time.sleep,
+        )
     )
     state.reset_api_calls()
     try:

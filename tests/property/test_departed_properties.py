@@ -14,11 +14,8 @@ from landb_strategies import LABEL_POOL, GeneratedMetadata, server_metadata
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.plan import ServerState, plan_changes
 from landb_webhook.provider.read.departed import (
-    FORMER_STATE_KEY,
-    STATE_KEY,
     Remembered,
     from_json,
-    from_state,
     holds_owned,
     owned_slot_labels,
     remembered_after,
@@ -96,16 +93,6 @@ remembered_servers = st.dictionaries(
 @given(remembered_servers)
 def test_the_remembered_servers_survive_their_json_form(found: dict[str, Remembered]) -> None:
     assert from_json(to_json(found)) == found
-
-
-@given(remembered_servers, remembered_servers)
-def test_the_servers_are_read_under_their_key_and_under_the_former_one_the_new_key_winning(
-    former: dict[str, Remembered], current: dict[str, Remembered]
-) -> None:
-    """An upgrade keeps what a version before the rename stored under ``departed-servers``."""
-    assert from_state({FORMER_STATE_KEY: to_json(former)}) == former
-    assert from_state({STATE_KEY: to_json(current)}) == current
-    assert from_state({FORMER_STATE_KEY: to_json(former), STATE_KEY: to_json(current)}) == former | current
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ docstring, row by row."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -336,6 +338,7 @@ A, B, FORMER, FOREIGN = "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.9"
 CARRIED = Published(frozenset({A, B}), frozenset({FORMER}), START)
 REMOVED = Published(frozenset(), frozenset({FORMER}), START)
 NODE_LEFT = Published(frozenset({A}), frozenset({B, FORMER}), START + LIMIT + 120)  # rewritten since
+TAKING_OVER = Published(frozenset({A, B}), frozenset({FORMER}), START, taking_over=True)
 
 # fmt: off
 ROWS = [  # published, [(seconds after the write, answer[, published since])] -> states, known at the end
@@ -361,6 +364,15 @@ ROWS = [  # published, [(seconds after the write, answer[, published since])] ->
     pytest.param(CARRIED, [(60, Addresses(frozenset({A, B}))), (120, NoAnswer("timed out"))],
                  ["published", "unknown"], "published",
                  id="nothing: the resolver failed or timed out"),
+    pytest.param(TAKING_OVER, [(60, Addresses(frozenset({A, B, FOREIGN}))),
+                               (LIMIT + 60, Addresses(frozenset({A, B, FOREIGN}))),
+                               (LIMIT + 120, Addresses(frozenset({A, B})))],
+                 ["shared", "shared", "published"], "published",
+                 id="taken over: every carrier's IP, and others'"),
+    pytest.param(TAKING_OVER, [(60, Addresses(frozenset({FOREIGN}))), (LIMIT + 60, Alias("x.cern.ch.")),
+                               (LIMIT + 120, Addresses(frozenset({A, FOREIGN})))],
+                 ["pending", "pending", "pending"], "pending",
+                 id="taken over: a carrier missing, others or CNAME"),
 ]
 # fmt: on
 
@@ -382,3 +394,36 @@ def test_the_cases_of_the_rules_docstring(
     )
     assert [judgement.state for judgement in judged] == states
     assert judged[-1].known == known
+
+
+@given(histories(), st.booleans())
+def test_a_name_taken_over_on_purpose_is_never_a_conflict_and_shared_only_while_every_carrier_answers(
+    history: tuple[Published, list[tuple[float, Answer]]], carried: bool
+) -> None:
+    published, checks = history
+    published = replace(published, taking_over=True)
+    if carried and not published.ips:
+        published = replace(published, ips=frozenset({"10.0.0.1"}))
+    previous = None
+    for at, answer in checks:
+        previous = judge(published, answer, previous, at, sync_period=PERIOD)
+        if published.ips:
+            assert previous.state is not State.CONFLICT
+        if previous.state is State.SHARED:
+            assert isinstance(answer, Addresses)
+            assert published.ips <= answer.ips
+            assert not answer.ips <= published.ips | published.former
+
+
+def test_the_shared_line_names_what_else_answers() -> None:
+    published = Published(frozenset({A, B}), frozenset(), START, taking_over=True)
+    pending = judge(published, Addresses(frozenset({FOREIGN})), None, START + 60, sync_period=PERIOD)
+    shared = judge(published, Addresses(frozenset({A, B, FOREIGN})), pending, START + 960, sync_period=PERIOD)
+
+    change = transition("indico.cern.ch", published, pending, shared, START + 960)
+
+    assert change is not None
+    assert describe(change) == (
+        "indico.cern.ch resolves to its 2 ingress nodes and to 10.0.0.9 of another device: taking over, "
+        "16 min after the write"
+    )

@@ -16,7 +16,7 @@ import httpx
 
 from landb_simulator import ClientConfig
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
-from landb_webhook.adapters.openstack import OpenStackServerStore
+from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.backends import Ports
 from landb_webhook.config import Settings
@@ -38,6 +38,7 @@ def simulator_settings(config: ClientConfig, **overrides: Any) -> Settings:
         "ownership_store": "configmap",
         "ownership_namespace": OWNERSHIP_NAMESPACE,
         "inventory_max_age": 0,
+        "dns_watch": False,  # no resolver but a loopback one (a new name is looked up before its write)
         **overrides,
     }
     return Settings(**values)

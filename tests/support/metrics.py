@@ -3,6 +3,8 @@ prometheus_client's private ``_value`` of a child."""
 
 from __future__ import annotations
 
+from prometheus_client import CollectorRegistry
+
 from landb_webhook.metrics import PREFIX, Metrics
 
 
@@ -12,3 +14,19 @@ def counted(metrics: Metrics, name: str, **labels: str) -> float:
     counted under these labels."""
     value = metrics.registry.get_sample_value(f"{PREFIX}_{name}", labels)
     return 0.0 if value is None else value
+
+
+def exportable_series() -> set[str]:
+    """Every series name ``serve``'s registry can export, labelled or not, process metrics included (a
+    labelled family has no sample before its first child: its names are worked out from its type)."""
+    registry = CollectorRegistry()
+    Metrics.create(registry)
+    names = set()
+    for family in registry.collect():
+        suffixes = {
+            "counter": ("_total",),
+            "info": ("_info",),
+            "histogram": ("_bucket", "_sum", "_count"),
+        }.get(family.type, ("",))
+        names |= {family.name + suffix for suffix in suffixes}
+    return names

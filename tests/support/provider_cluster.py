@@ -140,6 +140,7 @@ def settings_for(config: ClientConfig, **overrides: Any) -> Settings:
         "ownership_namespace": "default",
         "inventory_max_age": 0,
         "events": False,  # tests/integration/test_name_events.py turns them on; the others count requests
+        "dns_watch": False,  # no resolver but a loopback one: tests/integration/test_dns_first.py asks Knot
         **overrides,
     }
     return Settings(**values)

@@ -1,8 +1,8 @@
 """The Go tools .ci/run builds in the background while the tests that need none of them run.
 
-A fresh machine spends most of a CI run building external-dns, helm, etcd and kube-apiserver from the Go
-module proxy. .ci/run starts ``scripts/build-tools.sh`` (niced) in the background and announces it by
-exporting ``TEST_TOOL_BUILDS``, the builder's status directory, before it runs ``make test``; then:
+A fresh machine spends most of a CI run building external-dns, prometheus, helm, etcd and kube-apiserver
+from the Go module proxy. .ci/run starts ``scripts/build-tools.sh`` (niced) in the background and announces
+it by exporting ``TEST_TOOL_BUILDS``, the builder's status directory, before it runs ``make test``; then:
 
 - the tests are ordered so that those needing no tool run first, and the others in the order the builder
   builds what they need (:data:`STEPS`): ``order_by_tool_builds``, called from tests/conftest.py;
@@ -35,14 +35,18 @@ STATUS_DIR_VARIABLE = "TEST_TOOL_BUILDS"
 """Not ``LANDB_``-prefixed: the webhook and the simulator refuse an unknown ``LANDB_*`` variable (exit 2), and
 every process the tests start inherits this one."""
 
-STEPS = ("e2e-tools", "kube-tools", "deploy-tools")
+STEPS = ("e2e-tools", "prometheus-tools", "kube-tools", "deploy-tools")
 """The Makefile targets scripts/build-tools.sh runs, in its order. external-dns first: its 20 e2e tests are
-the longest group to run once it is there, and they run while etcd and kube-apiserver (most of the build)
-are built. helm last (3 CPU-minutes), built while the ~75 tests needing the API server run: what is left
-after the last build is its 7 tests."""
+the longest group to run once it is there, and they run while prometheus, etcd and kube-apiserver (most of
+the build) are built. prometheus and promtool next (about 6 CPU-minutes): their tests (promtool's, the
+scrape of ``serve``: 2 or 3 minutes) run while etcd and kube-apiserver build, so they add no wait at the
+end; anywhere before the last step their build adds the same CPU time, and last it would leave their tests
+after everything. helm last (3 CPU-minutes), built while the ~75 tests needing the API server run: what is
+left after the last build is its 7 tests."""
 
 FIXTURE_STEPS = {
     "external_dns_binary": "e2e-tools",
+    "prometheus_tools": "prometheus-tools",
     "helm_chart": "deploy-tools",
     "kube_apiserver": "kube-tools",
     "gateway_api": "kube-tools",

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from landb_webhook.config import Settings
-from support.alert_rules import rules
+from support.prometheus import rules
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"

@@ -202,6 +202,7 @@ MODULES = [
     "tests/e2e/test_external_dns_outage.py",
     "tests/integration/test_simulator_services.py",
     "tests/unit/test_docs.py",
+    "tests/unit/test_prometheus_rules.py",
 ]
 
 
@@ -216,6 +217,8 @@ def steps_used(test_id: str) -> set[str]:
         return {"deploy-tools"}
     if "tests/e2e/" in test_id:
         return {"e2e-tools"}
+    if "::test_promtool_" in test_id:
+        return {"prometheus-tools"}
     return set()
 
 

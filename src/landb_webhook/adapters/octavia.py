@@ -18,8 +18,9 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
 - Every PUT puts the load balancer in ``PENDING_UPDATE``; meanwhile a PUT answers 409. The GET and PUT
   run as one operation under adapters.retry's policy (409: a bounded number of retries), so each retry
   reads the tags afresh after another writer's update.
-- Calls run on the Nova adapter's session (one Keystone token, one connection, the same deadline,
-  metrics and failure accounting); their errors name ``octavia`` (or ``neutron``).
+- Calls run on the OpenStack session the Nova adapter shares (adapters.openstack: one Keystone token, one
+  connection, the same deadline, metrics and failure accounting); their errors name ``octavia`` (or
+  ``neutron``).
 - A cloud without a load-balancer service has no load balancers: its catalog lists none, or the API it
   lists answers 404 (no Octavia behind it; a real Nova-only cloud does). That is not an outage: said
   once, with ``absent_hint`` (the setting that says so), and the lists answer no load balancer, asked
@@ -40,7 +41,7 @@ import openstack.connection
 import openstack.exceptions as sdk_exceptions
 import structlog
 
-from landb_webhook.adapters.openstack import OpenStackServerStore, check_own, own_project
+from landb_webhook.adapters.openstack import OpenStackSession, check_own, own_project
 from landb_webhook.backends import LoadBalancer
 from landb_webhook.landb.loadbalancers import tags_after
 
@@ -64,8 +65,8 @@ class OctaviaLoadBalancers:
     """ports.LoadBalancerStore backed by Octavia (and Neutron for floating IPs); safe to share between
     threads."""
 
-    def __init__(self, session: OpenStackServerStore, *, absent_hint: str = "") -> None:
-        """``session``: the OpenStack adapter whose connection, retries and metrics are used;
+    def __init__(self, session: OpenStackSession, *, absent_hint: str = "") -> None:
+        """``session``: the OpenStack session whose connection, retries and metrics are used;
         ``absent_hint``: what to change when this cloud has no load-balancer service, said with it."""
         self._session = session
         self._absent_hint = absent_hint

@@ -17,6 +17,8 @@ and the clock, together with the name's previous judgement:
 |                                               | past the write, then ``conflict``                 |
 | the same, the name already in ``conflict``    | ``conflict``, whatever we wrote since             |
 | nothing: the resolver failed or timed out     | ``unknown``; the name keeps its last judgement    |
+| taken over: every carrier's IP, and others'    | ``shared`` (never ``conflict``)                   |
+| taken over: a carrier missing, others or CNAME | ``pending`` (never ``conflict``)                  |
 
 *Foreign* (an IP we never published, or a CNAME) is judged against what we publish now and what we
 published before (``ips`` and ``former``): an answer that is neither our carriers' nor our former
@@ -26,6 +28,11 @@ write (a node joining or leaving changes the carriers) does not restart it: DNS 
 foreign before that write and still does, so the conflict stands, and its alert does not clear and fire
 again ~30 min after every node change. A conflict ends only when DNS answers something of ours (the
 carriers, former carriers, or no name while we carry it: ``published``, ``stale``, ``pending``).
+
+*Taken over*: a name listed in LANDB_TAKEOVER_NAMES (``Published.taking_over``, landb.first_look) is
+expected to be answered by its former holder until that holder lets it go: what DNS answers besides ours
+is ``shared`` while every carrier is answered too, ``pending`` while not, never ``conflict``; once only
+the carriers answer, it is ``published`` as any name.
 
 A resolver failure says nothing about the name: it never changes the judgement the name had, nor when
 that began, and no transition is reported for it. A first look (the first check after a start, or the
@@ -47,9 +54,10 @@ class State(enum.StrEnum):
     CONFLICT = "conflict"
     UNKNOWN = "unknown"
     GONE = "gone"
+    SHARED = "shared"
 
 
-WATCHED_STATES = (State.PENDING, State.PUBLISHED, State.STALE, State.CONFLICT, State.UNKNOWN)
+WATCHED_STATES = (State.PENDING, State.PUBLISHED, State.STALE, State.CONFLICT, State.UNKNOWN, State.SHARED)
 """The states a watched name can be in (a ``gone`` name is no longer watched): one gauge each."""
 CONFLICT_AFTER_SYNC_PERIODS = 2
 """How many LanDB sync periods past the write a foreign answer must last to be a conflict."""
@@ -67,6 +75,8 @@ class Published:
     """Epoch seconds of our last write for it; None when not known (written before anyone recorded it)."""
     load_balancers: int = 0
     """How many of its carriers are load balancers (``landb-alias=`` tags), the rest being ingress nodes."""
+    taking_over: bool = False
+    """Listed for take-over (LANDB_TAKEOVER_NAMES): another device answering too is expected, no conflict."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,9 @@ def judge(
         if previous is None:
             return Judgement(None, now, answer, unanswered_since=now)
         return replace(previous, answer=answer, unanswered_since=previous.unanswered_since or now)
+    if published.taking_over and published.ips and _foreign(published, answer):
+        state = State.SHARED if _answers_every_carrier(published, answer) else State.PENDING
+        return Judgement(state, _since(state, published, previous, now), answer)
     mismatch_since = None
     if _foreign(published, answer):
         first_look = previous is None or previous.known is None
@@ -181,6 +194,9 @@ def describe(change: Transition) -> str:
             return f"{name} is answered by {never} ({answered(answer)}){after_write}"
         case State.GONE:
             return f"{name} no longer resolves{after_write.replace('write', 'removal')}"
+        case State.SHARED:
+            others = _ips(_others(published, answer))
+            return f"{name} resolves to {nodes} and to {others} of another device: taking over{after_write}"
     return f"{name}: {change.after.state}"
 
 
@@ -232,6 +248,15 @@ def _foreign(published: Published, answer: Answer) -> bool:
     if isinstance(answer, Addresses):
         return not answer.ips <= published.ips | published.former
     return False
+
+
+def _answers_every_carrier(published: Published, answer: Answer) -> bool:
+    return isinstance(answer, Addresses) and published.ips <= answer.ips
+
+
+def _others(published: Published, answer: Answer) -> frozenset[str]:
+    """The addresses DNS answers that this cluster never published."""
+    return answer.ips - published.ips - published.former if isinstance(answer, Addresses) else frozenset()
 
 
 def _state(

@@ -40,6 +40,8 @@ class ProviderOptions:
     """Seconds the writer lease must surely last for a write to be sent: the upstream timeout."""
     ingress_selector: str = ""
     """LANDB_INGRESS_SELECTOR as given: named by the lines that say no node matches it."""
+    takeover_names: frozenset[str] = frozenset()
+    """LANDB_TAKEOVER_NAMES: DNS names written although DNS answers them elsewhere (provider.first_look)."""
     max_request_body: int | None = None
     """The HTTP layer's largest request body (LANDB_MAX_REQUEST_BODY): Records says when the ApplyChanges
     of a node joining or leaving would not fit it. None: not said."""

@@ -1,24 +1,14 @@
 """The requests of one phase, sent together: one round trip where there were as many as requests.
 
-An apply needs, before it can plan, the state ConfigMap, Nova's servers, the project's load balancers,
-the claims and the metadata quota; Records needs the servers, the load balancers and the claims. None
-of them needs the answer of another, and with 50 ms per request the apply of a node joining spent more
-time waiting for them one after the other than writing. ``Together`` starts each on a small pool of its
-own, and waits for all of them. After its metadata writes, an apply's two Kubernetes writes (the claims
-dropped, the state stored: provider.apply step 8) go out together the same way:
+None of an apply's reads (state, servers, load balancers, claims, quota) needs another's answer, nor do
+Records' three, nor an apply's two Kubernetes writes after its metadata writes. ``Together`` starts each
+on a small pool of its own and waits for all of them:
 
-- each read runs in a copy of the caller's context, so the adapters see the call's reply deadline
-  (landb_webhook.deadline) and stop retrying at it, as they do when called directly;
-- the wait itself ends at the reply deadline: a read still unanswered then is an UpstreamError (the
-  webhook has answered 503 by then), and the reads left running finish on their own threads;
-- a read that fails fails the phase, after every read has ended: the first failure in the order the
-  reads were started is raised, so the error does not depend on which answer came first;
-- what one read does in order (the pages of one listing, each needing the marker of the one before)
-  stays in order: it is one read;
-- the largest read, Nova's listing (~13 MB of JSON at 500 nodes x 1,000 names), is made by the calling
-  thread inside the block, as before, while the others are in flight: decoded in a fresh pool thread
-  each call, it went to whichever malloc arena that thread was given, and each arena kept its own freed
-  pages (300 x 1,000: the peak RSS grew by 144 MB over the benchmark's eight loops, 88 MB before).
+- each runs in a copy of the caller's context, so the adapters see the call's reply deadline;
+- the wait ends at the reply deadline: a request still unanswered then is an UpstreamError;
+- a failure fails the phase once every request has ended: the first in the order started;
+- Nova's listing, the large one, is made by the calling thread inside the block (why: the malloc arenas,
+  docs/architecture.md "The reads of one phase go out together").
 """
 
 from __future__ import annotations

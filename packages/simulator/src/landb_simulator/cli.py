@@ -13,6 +13,7 @@ from pathlib import Path
 from landb_simulator import landb_dns
 from landb_simulator.demo import DEFAULT_DEMO_STATE_DIR, DEMO_SYNC_PERIOD, PROG, run_demo
 from landb_simulator.landb_dns import LANDB_SYNC_PERIOD
+from landb_simulator.landb_zone import OtherDevice
 from landb_simulator.runner import run_simulator
 from landb_webhook.embedding import (
     EXIT_INVALID_SETTINGS,
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=LANDB_SYNC_PERIOD,
         help=f"seconds between two publications in DNS (default: {LANDB_SYNC_PERIOD:g}, LanDB's)",
     )
+    _other_device_flag(serve)
 
     demo = commands.add_parser(
         "demo",
@@ -74,7 +76,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEMO_SYNC_PERIOD,
         help=f"seconds between two publications in DNS (default: {DEMO_SYNC_PERIOD:g}; LanDB's: 900)",
     )
+    _other_device_flag(demo)
     return parser
+
+
+def _other_device_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--other-device",
+        dest="other_devices",
+        action="append",
+        type=_other_device,
+        default=[],
+        metavar="NAME=IP:ALIASES",
+        help="a LanDB device outside the cluster's project and the landb-alias value LanDB holds for it "
+        "(repeatable): webfarm=10.9.9.9:indico--load-0-,www makes indico.cern.ch answer 10.9.9.9 and "
+        "www.cern.ch a CNAME to webfarm.cern.ch, so the webhook refuses them (or takes them over, "
+        "LANDB_TAKEOVER_NAMES)",
+    )
+
+
+def _other_device(text: str) -> OtherDevice:
+    try:
+        return OtherDevice.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _seconds(text: str) -> float:
@@ -105,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dns_port=args.dns_port,
             dns_sync_period=args.dns_sync_period,
             load_balancers=not args.without_load_balancers,
+            other_devices=args.other_devices,
         )
         return 0
     return run_demo(
@@ -112,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         api_port=args.api_port,
         health_port=args.health_port,
         dns_sync_period=args.dns_sync_period,
+        other_devices=args.other_devices,
     )
 
 

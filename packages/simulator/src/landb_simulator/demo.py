@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from landb_simulator.landb_zone import OtherDevice
 from landb_simulator.seed import seed_cluster, seed_gateway_route, seed_load_balancer_service
 from landb_simulator.server import Simulator, listen
 from landb_simulator.walk import Walk, start_walk
@@ -30,7 +31,12 @@ DNS_RECHECK_PERIOD = 10.0
 
 
 def run_demo(
-    state_dir: Path, *, api_port: int, health_port: int, dns_sync_period: float = DEMO_SYNC_PERIOD
+    state_dir: Path,
+    *,
+    api_port: int,
+    health_port: int,
+    dns_sync_period: float = DEMO_SYNC_PERIOD,
+    other_devices: Sequence[OtherDevice] = (),
 ) -> int:
     """Bind the webhook's two listeners first (a second demo is told which port is busy), then seed a
     3-ingress-node cluster, print what to try, walk one name through LanDB's syncs beside the webhook
@@ -53,7 +59,7 @@ def run_demo(
             return EXIT_CANNOT_START
     api_listener, health_listener = listeners
     api_port, health_port = (listener.getsockname()[1] for listener in listeners)
-    with Simulator(dns_sync_period=dns_sync_period) as sim:
+    with Simulator(dns_sync_period=dns_sync_period, other_devices=other_devices) as sim:
         ingress_names = seed_cluster(sim.state, ingress_nodes=INGRESS_NODES, workers=1)[:INGRESS_NODES]
         lb_id, vip = seed_load_balancer_service(sim.state)
         servers = {server.name: server for server in sim.state.servers()}
@@ -96,6 +102,12 @@ def run_demo(
             ),
             flush=True,
         )
+        for device in other_devices:
+            print(
+                f"Another LanDB device: {device.describe()}; the webhook refuses its names unless "
+                "LANDB_TAKEOVER_NAMES lists them",
+                flush=True,
+            )
         stop_walk = threading.Event()
         walk = Walk(
             f"http://127.0.0.1:{api_port}",

@@ -17,6 +17,7 @@ import logging
 import socket
 import struct
 import threading
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, cast
 
@@ -31,7 +32,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-from landb_simulator.landb_zone import ZONE, PublishedZone, Rejection, publish
+from landb_simulator.landb_zone import ZONE, OtherDevice, PublishedZone, Rejection, publish
 from landb_simulator.state import SimulatorState
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,10 @@ class LandbDnsServer:
         *,
         sync_period: float = LANDB_SYNC_PERIOD,
         ttl: int = RECORD_TTL,
+        other_devices: Iterable[OtherDevice] = (),
     ) -> None:
+        """``other_devices``: devices outside the simulated project whose aliases LanDB publishes too
+        (another device's A record, someone's plain alias): see ``add_other_device``."""
         if sync_period <= 0:
             raise ValueError(f"the DNS sync period must be positive, got {sync_period!r}")
         self.state = state
@@ -75,6 +79,7 @@ class LandbDnsServer:
         self._requested_port = port
         self._port: int | None = None
         self._published = PublishedZone()
+        self._others: dict[str, OtherDevice] = {device.name: device for device in other_devices}
         self._syncs = 0
         self._synced = threading.Condition()
         self._rotation = itertools.count()
@@ -107,9 +112,25 @@ class LandbDnsServer:
         with self._synced:
             return self._syncs
 
+    @property
+    def other_devices(self) -> list[OtherDevice]:
+        with self._synced:
+            return list(self._others.values())
+
+    def add_other_device(self, device: OtherDevice) -> None:
+        """A device outside the simulated project (``OtherDevice``, replacing one of the same name), published
+        from the next sync on: its aliases answer its address (``app--load-N-``) or a CNAME (``app``)."""
+        with self._synced:
+            self._others[device.name] = device
+
+    def remove_other_device(self, name: str) -> None:
+        """The device leaves LanDB (its holder let its names go): gone from the next sync on."""
+        with self._synced:
+            self._others.pop(name, None)
+
     def sync(self) -> PublishedZone:
         """Take the snapshot now, as LanDB's next sync would, and answer from it from now on."""
-        published = publish(self.state.servers(), self.state.octavia.load_balancers())
+        published = publish(self.state.servers(), self.state.octavia.load_balancers(), self.other_devices)
         with self._synced:
             previous, self._published = self._published, published
             self._syncs += 1

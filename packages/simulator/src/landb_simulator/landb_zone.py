@@ -13,6 +13,11 @@ a test of the webhook checks it against LanDB's reading, not against itself:
 - a load balancer's ``landb-alias=<name>`` tag gives an A record (AAAA for IPv6) for ``name`` with its
   VIP (LanDB names the VIP's device), one tag per name; several load balancers give round-robin records.
 
+Devices outside the simulated project (another project's VM, a physical host: ``OtherDevice``) can be
+added with their address and the ``landb-alias`` value LanDB holds for them: they are read exactly as a
+server is, so ``indico--load-0-`` makes ``indico`` answer their address (another device's A record) and a
+plain ``www`` makes ``www`` a CNAME to their host name; the webhook never sees them in Nova.
+
 Where the documents are silent the simulator decides, and names what it ignored (``Rejection``): the
 first server by name keeps an ``alias--load-N-`` that another server also holds (N is unique across
 LanDB), and a plain alias that another server also holds; a name with load-balanced carriers is never
@@ -29,6 +34,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from landb_simulator.octavia_store import LoadBalancerInfo
 from landb_simulator.state import ServerInfo
@@ -39,6 +45,57 @@ ALIAS_TAG_PREFIX = "landb-alias="
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOAD_BALANCED = re.compile(r"^(?P<alias>.+?)--load-(?P<index>[0-9]+)-$", re.IGNORECASE)
+
+
+class Device(Protocol):
+    """What LanDB reads of a device: a simulated Nova server, or another device (``OtherDevice``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def ip(self) -> str | None: ...
+    @property
+    def metadata(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True)
+class OtherDevice:
+    """A LanDB device that is no server of the simulated project, and its ``landb-alias`` value."""
+
+    name: str
+    """Its host name (``webfarm``: ``webfarm.cern.ch``)."""
+    ip: str
+    aliases: str
+    """``indico--load-0-,www``: what LanDB holds for it, read as a server's ``landb-alias`` value."""
+
+    @property
+    def id(self) -> str:
+        return f"other-device-{self.name}"
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        return {"landb-alias": self.aliases}
+
+    def describe(self) -> str:
+        """``webfarm.cern.ch 10.9.9.9: indico--load-0-,www``."""
+        return f"{self.name}.{ZONE} {self.ip}: {self.aliases}"
+
+    @classmethod
+    def parse(cls, text: str) -> OtherDevice:
+        """``NAME=IPV4:ALIAS[,ALIAS...]`` (``webfarm=10.9.9.9:indico--load-0-,www``), or ValueError."""
+        name, equals, rest = text.partition("=")
+        ip, colon, aliases = rest.partition(":")
+        name = name.strip()
+        if not equals or not colon or not _LABEL.match(name) or not aliases.strip():
+            example = "webfarm=10.9.9.9:indico--load-0-,www"
+            raise ValueError(f"{text!r}: expected NAME=IPV4:ALIAS[,ALIAS...], e.g. {example}")
+        try:
+            ipaddress.ip_address(ip.strip())
+        except ValueError:
+            raise ValueError(f"{text!r}: {ip.strip()!r} is not an IP address") from None
+        return cls(name, ip.strip(), aliases.strip())
 
 
 @dataclass(frozen=True)
@@ -90,9 +147,14 @@ class _Claim:
     """N of ``alias--load-N-``; None for a plain alias."""
 
 
-def publish(servers: Iterable[ServerInfo], load_balancers: Iterable[LoadBalancerInfo] = ()) -> PublishedZone:
-    """The zone LanDB would publish for ``servers`` and ``load_balancers`` as they are now."""
-    ordered = sorted(servers, key=lambda server: (server.name, server.id))
+def publish(
+    servers: Iterable[ServerInfo],
+    load_balancers: Iterable[LoadBalancerInfo] = (),
+    others: Iterable[OtherDevice] = (),
+) -> PublishedZone:
+    """The zone LanDB would publish for ``servers``, ``load_balancers`` and ``others`` as they are now."""
+    devices_read: list[Device] = [*servers, *others]
+    ordered = sorted(devices_read, key=lambda server: (server.name, server.id))
     devices: dict[str, list[str]] = {}
     for server in ordered:
         host = server.name.lower()
@@ -168,7 +230,7 @@ def _address_order(ip: str) -> tuple[int, ipaddress.IPv4Address | ipaddress.IPv6
     return address.version, address
 
 
-def _read_server(server: ServerInfo) -> Iterable[_Claim | Rejection]:
+def _read_server(server: Device) -> Iterable[_Claim | Rejection]:
     host = server.name.lower()
     for key in sorted(server.metadata):
         if not key.startswith(ALIAS_KEY_PREFIX):

@@ -6,12 +6,13 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
 from landb_simulator.landb_dns import LANDB_SYNC_PERIOD
+from landb_simulator.landb_zone import OtherDevice
 from landb_simulator.seed import seed_cluster, seed_load_balancer_service
 from landb_simulator.server import Simulator
 from landb_simulator.state import SimulatorState
@@ -30,6 +31,7 @@ def run_simulator(
     stop: threading.Event | None = None,
     out: TextIO | None = None,
     load_balancers: bool = True,
+    other_devices: Sequence[OtherDevice] = (),
 ) -> None:
     """Start, seed a cluster, write ``state_dir/clouds.yaml`` and ``state_dir/kubeconfig``, print how to use
     them, and block until SIGINT/SIGTERM (or until ``stop`` is set, for callers not on the main thread).
@@ -45,7 +47,12 @@ def run_simulator(
         else:
             state.identity.catalog_without = {"load-balancer"}
         with Simulator(
-            host, port, state=state, dns_port=dns_port, dns_sync_period=dns_sync_period
+            host,
+            port,
+            state=state,
+            dns_port=dns_port,
+            dns_sync_period=dns_sync_period,
+            other_devices=other_devices,
         ) as simulator:
             config = simulator.write_client_config(Path(state_dir))
             print(f"Simulator (Keystone, Nova, Octavia, Kubernetes) listening on {simulator.url}", file=out)
@@ -55,6 +62,8 @@ def run_simulator(
                 file=out,
             )
             print(f"Cluster {cluster!r}: {len(nodes)} nodes, {ingress_nodes} with role=ingress", file=out)
+            for device in other_devices:
+                print(f"Another LanDB device: {device.describe()}", file=out)
             if vip is not None:
                 print(f"Service default/myservice: type LoadBalancer, Octavia VIP {vip}", file=out)
             else:

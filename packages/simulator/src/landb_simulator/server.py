@@ -11,6 +11,7 @@ import socket
 import struct
 import tempfile
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +25,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from landb_simulator.asgi import ResetConnection, build_app
 from landb_simulator.identity import REGION
 from landb_simulator.landb_dns import LANDB_SYNC_PERIOD, LandbDnsServer
+from landb_simulator.landb_zone import OtherDevice
 from landb_simulator.lifecycle import Lifecycle
 from landb_simulator.state import SimulatorState
 from landb_simulator.tls import ServerCertificate, loopback_certificate
@@ -187,10 +189,14 @@ class Simulator:
         tls_port: int = 0,
         dns_port: int = 0,
         dns_sync_period: float = LANDB_SYNC_PERIOD,
+        other_devices: Iterable[OtherDevice] = (),
     ) -> None:
+        """``other_devices``: LanDB devices outside the project whose aliases DNS answers too (landb_zone)."""
         self.host = host
         self.state = state if state is not None else SimulatorState()
-        self.dns = LandbDnsServer(self.state, host, dns_port, sync_period=dns_sync_period)
+        self.dns = LandbDnsServer(
+            self.state, host, dns_port, sync_period=dns_sync_period, other_devices=other_devices
+        )
         self._requested_port = port
         self._requested_tls_port = tls_port
         self._socket: socket.socket | None = None

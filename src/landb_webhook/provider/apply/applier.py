@@ -4,6 +4,8 @@
    of this apply passes (provider.fence); then every read the plan needs, sent together (provider.together):
    the state ConfigMap, Nova's servers, the load balancers, the claims and the metadata quota;
 2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
+   then DNS first (provider.first_look): a name this cluster does not publish yet is asked once, and one
+   DNS answers for another device is refused, one DNS is silent about held back (neither written);
 3. removal guard (provider.removals): too many aliases off the air at once refuses the whole change set;
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
    *break* (removals) writes, with the index and packing rules;
@@ -26,6 +28,10 @@ tests/property/test_apply_ordering.py and the integration tests named in docs/ar
 | another apply still runs in this process       | ApplyError: nothing read or written                      |
 | an alias without a claim, or a claim beside no | that change refused and said; the rest goes on           |
 | create                                         |                                                          |
+| a new name DNS answers for another device (A,  | refused (dns_elsewhere): not written, no claim stored,   |
+| CNAME), not in LANDB_TAKEOVER_NAMES            | said once; no error: the rest lands, the answer is 204   |
+| a new name DNS does not answer about           | held back: not written, no claim, no error; asked again  |
+|                                                | next loop                                                |
 | the removal guard trips                        | RemovalRefused: nothing written, not even the additions; |
 |                                                | the window is left as it was                             |
 | aliases to publish, no ingress node at all     | those additions refused; the removals go on              |
@@ -83,11 +89,13 @@ import structlog
 
 from landb_webhook.backends import Ports, Server, UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
+from landb_webhook.landb.first_look import FirstLook
 from landb_webhook.landb.indices import LostIndices
 from landb_webhook.landb.loadbalancers import plan_tags
 from landb_webhook.landb.plan import Plan, Refusal, ServerPlan, ServerState, metadata_after, plan_changes
 from landb_webhook.provider.apply.executor import PlanExecutor, WriteFailure
 from landb_webhook.provider.apply.fence import UNFENCED, WriteFence, WriterLeaseLost
+from landb_webhook.provider.apply.first_look import NOTHING_FOUND, DnsFirst
 from landb_webhook.provider.apply.kept_state import KeptState
 from landb_webhook.provider.apply.loadbalancers import (
     NO_TAG_WRITES,
@@ -264,6 +272,7 @@ class Applier:
         )
         self._lock = Lock()
         self._lost_indices = LostIndices()
+        self._dns_first = DnsFirst(context, ports.names, state.dns_refused)
 
     def apply_changes(self, changes: Changes) -> None:
         # 1. writer lease: refuse unless this replica holds it; the fence guards every write below.
@@ -297,7 +306,13 @@ class Applier:
         homes, beside_plain_homes = self._routed_to_load_balancers(
             changes, publish, inventory, load_balancers, refused
         )
-        publish -= beside_plain_homes
+
+        # 2. ... then DNS first: a new name DNS answers for another device is refused, one it is silent
+        # about held back; neither is written nor claimed, and neither fails the apply (external-dns asks
+        # again next loop).
+        first, publish, homes = self._ask_dns_first(
+            publish - beside_plain_homes, homes, claims_before, inventory, load_balancers
+        )
 
         # 3. removal guard: too many aliases off the air at once refuses everything (RemovalRefused).
         placement = context.placement(inventory)
@@ -350,9 +365,12 @@ class Applier:
             leaving=withdraw,
         )
 
-        # 5. claims stored, before any alias is written (but beside a plain alias, where none will be).
-        beside_plain = {r.label for r in plan.refusals if r.kind == "plain_alias"} | beside_plain_homes
-        stored = [c for c in gated.store if self._claims.claimed_label(c) not in beside_plain]
+        # 5. claims stored, before any alias is written (but beside a plain alias, where none will be, and
+        # for a name DNS first kept back).
+        unwritten = (
+            {r.label for r in plan.refusals if r.kind == "plain_alias"} | beside_plain_homes | first.kept_back
+        )
+        stored = [c for c in gated.store if self._claims.claimed_label(c) not in unwritten]
         self._store_claims(upserts=stored, deletes=[], fence=fence)
 
         # 6. make writes, then 7. break writes (write_in_order), on load balancers and servers.
@@ -390,7 +408,7 @@ class Applier:
             plan,
             len(inventory.server_states()),
             outcome,
-            len(refused),
+            len(refused) + len(first.refused),
             started,
             created=(publish - carried_before) - unfinished,
             removed=(withdraw & carried_before) - unfinished,
@@ -407,6 +425,7 @@ class Applier:
             refused=self._refused_by_label(
                 gated.not_owned, beside_plain_homes, plan, outcome.failed_labels()
             ),
+            first=first,
         )
         self._finish(outcome, refused + outcome.tags.problems(load_balancers.named))
 
@@ -442,6 +461,22 @@ class Applier:
             listing = self._inventory.listing()  # the large one, here (provider.together: why)
         state_read.result()
         return self._inventory.fresh(listing), load_balancers_read.result(), claims_read.result(), quota
+
+    def _ask_dns_first(
+        self,
+        publish: set[str],
+        homes: dict[str, frozenset[str]],
+        claims_before: Set[str],
+        inventory: Inventory,
+        load_balancers: LoadBalancers,
+    ) -> tuple[FirstLook, set[str], dict[str, frozenset[str]]]:
+        """What DNS decided for the new names (provider.first_look), and the names to publish and their
+        load balancers without those it refused or held back."""
+        first = self._dns_first.look(
+            publish, claimed=claims_before, inventory=inventory, load_balancers=load_balancers, homes=homes
+        )
+        kept = {label: ids for label, ids in homes.items() if label not in first.kept_back}
+        return first, publish - first.kept_back, kept
 
     # -- 3. the removal guard ---------------------------------------------------------------
 
@@ -605,13 +640,16 @@ class Applier:
         written: Set[str],
         removed: Set[str],
         refused: Mapping[str, tuple[str, str]],
+        first: FirstLook = NOTHING_FOUND,
     ) -> None:
-        """Each name's transition, for the Kubernetes Events of the objects asking for it: written (where),
-        removed, refused (kind and reason). A dry run writes nothing, so it tells only the refusals."""
+        """Each name's transition, for the Kubernetes Events of the objects asking for it: written (where,
+        and what it takes over), removed, refused (kind and reason). A dry run writes nothing, so it tells
+        only the refusals."""
         if not self._context.options.dry_run:
             names = node_names(inventory)
             for label in sorted(written):
-                self._tell(label, "written", _carriers(label, wanted, homes, names))
+                where = _carriers(label, wanted, homes, names) + DnsFirst.taking_over_note(first, label)
+                self._tell(label, "written", where)
             for label in sorted(removed):
                 self._tell(label, "removed", "every carrier")
         for label, (kind, reason) in sorted(refused.items()):

@@ -1,6 +1,7 @@
 """What must survive a restart, kept in the state store (backends.StateStore) and in memory: the servers
-holding owned tokens (provider.departed), the removal window (provider.removals) and when each name was
-written (provider.publications, for the DNS watcher).
+holding owned tokens (provider.departed), the removal window (provider.removals), when each name was
+written (provider.publications, for the DNS watcher) and the names DNS refused (provider.read.dns_refusals,
+for ``status``).
 
 Read at every apply and merged with memory (another replica may have written it since, and what this one
 knows may not have been stored); written, fenced, when what it should hold changed. A failure either way
@@ -14,7 +15,7 @@ import structlog
 from landb_webhook.backends import StateStore, UpstreamError
 from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost
 from landb_webhook.provider.apply.removals import WINDOW_STATE_KEY, RemovalWindow
-from landb_webhook.provider.read import departed
+from landb_webhook.provider.read import departed, dns_refusals
 from landb_webhook.provider.read.departed import Remembered
 from landb_webhook.provider.watch import publications
 
@@ -37,6 +38,8 @@ class KeptState:
         """Server id -> the servers that held owned tokens when last seen (provider.departed)."""
         self.window = RemovalWindow(window_seconds)
         """The applies of the last removal window, for the removal guard."""
+        self.dns_refused = dns_refusals.DnsRefusals()
+        """The names refused before their first write because DNS answers them elsewhere (``status``)."""
 
     def servers_to_look_for(self) -> list[Remembered]:
         if self._stored is None:  # the first Records of this process; then each apply reads it
@@ -65,6 +68,12 @@ class KeptState:
             return
         self.remembered = remembered | self.remembered
         self.published.merge_json(stored.get(publications.STATE_KEY, "{}"))
+        try:
+            self.dns_refused.merged(dns_refusals.from_json(stored.get(dns_refusals.STATE_KEY, "{}")))
+        except ValueError as error:
+            log.warning(
+                "webhook state: the names refused by DNS are unreadable and ignored", error=str(error)
+            )
         if window:
             self.window = self.window.merged(stored_window)
 
@@ -77,6 +86,8 @@ class KeptState:
             WINDOW_STATE_KEY: self.window.to_json(),
             publications.STATE_KEY: self.published.to_json(),
         }
+        if self.dns_refused.entries or dns_refusals.STATE_KEY in (self._stored or {}):
+            wanted[dns_refusals.STATE_KEY] = self.dns_refused.to_json()
         if wanted == self._stored:
             return
         try:

@@ -23,11 +23,6 @@ from landb_webhook.landb.plan import ServerState
 
 STATE_KEY = "carrying-servers"
 """Its key in the state store (backends.StateStore): the servers carrying our aliases, departed or not."""
-FORMER_STATE_KEY = "departed-servers"
-"""The same list (the same JSON) under the name it had before issue 24, which read as if every node listed
-had left. Still read, so an upgrade keeps what it remembered; the next save drops it (a save writes the
-state's keys whole) and an earlier version then finds nothing to read: it remembers afresh from its next
-apply, as after a first install."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +80,8 @@ def to_json(remembered: Mapping[str, Remembered]) -> str:
 
 
 def from_state(stored: Mapping[str, str]) -> dict[str, Remembered]:
-    """The servers remembered in the state store's data, under either key (``STATE_KEY`` wins for a server
-    under both: only a hand edit leaves both). Raises ValueError as ``from_json``."""
-    return from_json(stored.get(FORMER_STATE_KEY, "{}")) | from_json(stored.get(STATE_KEY, "{}"))
+    """The servers remembered in the state store's data. Raises ValueError as ``from_json``."""
+    return from_json(stored.get(STATE_KEY, "{}"))
 
 
 def from_json(text: str) -> dict[str, Remembered]:

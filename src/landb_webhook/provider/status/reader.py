@@ -4,14 +4,15 @@ the project's load balancers, through the ports and never writing, then analysed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import replace
 
 from landb_webhook.backends import LoadBalancer, Ports
 from landb_webhook.landb.loadbalancers import tag_labels
 from landb_webhook.landb.names import dns_name_for
 from landb_webhook.landb.propagation import Published
-from landb_webhook.provider.read import departed
+from landb_webhook.provider.read import departed, dns_refusals
+from landb_webhook.provider.read.dns_refusals import DnsRefusal
 from landb_webhook.provider.read.health import HealthPolicy
 from landb_webhook.provider.read.inventory import InventoryReader, sorted_ips
 from landb_webhook.provider.read.txt_registry import claimed_names
@@ -32,16 +33,28 @@ def read_status(
     webhook remembers in ``ports.state`` and the project's load balancers (never writing) and analyse
     them."""
     state = ports.state if departed_servers else None
-    remembered = departed.from_state(state.load()) if state is not None else {}
+    stored = state.load() if state is not None else {}
+    remembered = departed.from_state(stored)
     inventory = InventoryReader(ports.nodes, ports.servers, max_age=0, departed=remembered.values).fresh()
     claims = list(ports.ownership.records())
     found = analyse(inventory, claims, domain=domain, quota=ports.servers.max_metadata_items(), health=health)
+    found = replace(found, refused_by_dns=refused_by_dns(stored))
     if ports.load_balancers is None:
         return found
     tagged = tagged_load_balancers(
         ports.load_balancers.load_balancers(), claimed_names(claims), domain=domain, registry=registry
     )
     return replace(found, load_balancers=tagged)
+
+
+def refused_by_dns(stored: Mapping[str, str]) -> tuple[DnsRefusal, ...]:
+    """The names the webhook refused because DNS answers them elsewhere, the most recent first; what is
+    unreadable is left out (the webhook says so when it reads it)."""
+    try:
+        found = dns_refusals.from_json(stored.get(dns_refusals.STATE_KEY, "{}"))
+    except ValueError:
+        return ()
+    return tuple(sorted(found.values(), key=lambda refusal: (-refusal.at, refusal.name)))
 
 
 def tagged_load_balancers(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from landb_webhook.provider.read.dns_refusals import DnsRefusal
 from landb_webhook.provider.read.health import NO_CONTROLLER
 
 
@@ -147,6 +148,9 @@ class ClusterStatus:
     departed_servers: tuple[DepartedServer, ...] = ()
     load_balancers: tuple[TaggedLoadBalancer, ...] = ()
     """The project's load balancers whose tags publish names (provider.loadbalancers)."""
+    refused_by_dns: tuple[DnsRefusal, ...] = ()
+    """Names refused before their first write because DNS answers them elsewhere (provider.first_look),
+    as the webhook stored them, the most recent first."""
 
     def name(self, label: str) -> NameStatus | None:
         return next((found for found in self.names if found.label == label), None)

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import structlog
@@ -62,6 +62,8 @@ class DnsWatchOptions:
     recheck_period: float = 120.0
     sync_period: float = 900.0
     """LanDB's publication period: a foreign answer lasting two of these past the write is a conflict."""
+    takeover_names: frozenset[str] = frozenset()
+    """LANDB_TAKEOVER_NAMES: names another device answering too is ``shared``, never a conflict."""
 
 
 @dataclass
@@ -119,10 +121,13 @@ class DnsWatch:
                 del self._watched[name]
             due = self._due(published, now)
         checked = 0
+        takeover = self._options.takeover_names
         for name in due:
             if not self._bucket.take(self._clock()):
                 break
-            self._check(name, published[name])
+            self._check(
+                name, replace(published[name], taking_over=True) if name in takeover else published[name]
+            )
             checked += 1
         self._count_states()
         now = self._clock()

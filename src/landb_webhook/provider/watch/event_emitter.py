@@ -88,7 +88,7 @@ def dns_change(change: Transition) -> NameChange | None:
     if change.before is None:
         return None
     known = change.after.known
-    if known in (State.PUBLISHED, State.CONFLICT, State.GONE):
+    if known in (State.PUBLISHED, State.CONFLICT, State.GONE, State.SHARED):
         return NameChange(change.name, str(known), describe(change))
     return None
 

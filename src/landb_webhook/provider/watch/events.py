@@ -15,6 +15,8 @@ transition of a name becomes one event on each object asking for it:
 | DNS answers the carriers (after pending)          | Normal  | OnTheAir     | resolves to ..., N min after  |
 | DNS answers what this cluster never published     | Warning | DnsConflict  | what it answers; who to ask   |
 | DNS no longer answers a removed name              | Normal  | DnsGone      | no longer resolves            |
+| taken over: DNS answers its carriers and another  | Normal  | TakingOver   | what else answers; when it is |
+| device (LANDB_TAKEOVER_NAMES)                     |         |              | over                          |
 
 The objects asking for a name are the last ones heard asking (``SourceIndex``): a name moving from an
 Ingress to an HTTPRoute, or to a route re-created under another name, tells the new object from then on;
@@ -79,7 +81,7 @@ class NameChange:
     name: str
     """The DNS name (``myapp.cern.ch``)."""
     what: str
-    """``written``, ``removed``, ``refused``, ``published``, ``conflict`` or ``gone``."""
+    """``written``, ``removed``, ``refused``, ``published``, ``conflict``, ``gone`` or ``shared``."""
     detail: str = ""
     """``written``/``removed``: where (``3 ingress nodes (a, b, c)``); ``refused``: the reason; DNS: the
     watch's sentence (landb.propagation.describe)."""
@@ -145,6 +147,9 @@ REFUSAL_HINTS = {
     "removal_guard": "too many names would leave DNS at once; the operator decides "
     "(LANDB_ALLOW_MASS_REMOVAL)",
     "write_failed": "a write did not land; the next loop tries again",
+    "dns_elsewhere": "another device or someone's plain alias holds the name in LanDB: pick another name; "
+    "to move it to this cluster on purpose (a cluster replacing another), ask the webhook's operator to list "
+    "it in LANDB_TAKEOVER_NAMES",
 }
 """What the owner can do, by refusal kind; a kind not listed says only the reason."""
 _INVALID_HINT = "this host cannot be a LanDB alias: change it"
@@ -158,6 +163,11 @@ CONFLICT_HINT = (
     "another name"
 )
 
+SHARED_NOTE = (
+    "Both answer until the other device's holder removes the name in LanDB; then it resolves to this "
+    "cluster alone (OnTheAir)"
+)
+
 
 EVENT_KINDS = {
     "written": ("Normal", "Written", "Write"),
@@ -166,6 +176,7 @@ EVENT_KINDS = {
     "published": ("Normal", "OnTheAir", "Resolve"),
     "conflict": ("Warning", "DnsConflict", "Resolve"),
     "gone": ("Normal", "DnsGone", "Resolve"),
+    "shared": ("Normal", "TakingOver", "Resolve"),
 }
 """What -> (type, reason, action): the module docstring's table."""
 
@@ -192,6 +203,8 @@ def note(change: NameChange) -> str:
             return f"{name} not published: {detail}" + (f". What to do: {hint}" if hint else "")
         case "conflict":
             return f"{detail}. {CONFLICT_HINT}"
+        case "shared":
+            return f"{detail}. {SHARED_NOTE}"
     return detail
 
 

@@ -191,8 +191,7 @@ def landed(plan: Plan, outcome: _Outcome, options: _Options) -> set[str]:
 FORMAT = 2
 """Format 2 stores each distinct set of addresses once and refers to it by position: the carrier rule puts
 every name on the same nodes, and one list per name made the state of 300 nodes x 1,000 names 3.7 MiB,
-over a ConfigMap's 1 MiB, so it was never stored. Format 1 (an object by name, each with its lists) is
-still read."""
+over a ConfigMap's 1 MiB, so it was never stored."""
 BUDGET = 512 * 1024
 """Past this, the address sets are left out (each name keeps its write time; its addresses come back from
 the next Records): the state shares one ConfigMap with the departed servers and the removal window."""
@@ -230,8 +229,6 @@ def from_json(text: str) -> dict[str, _Entry]:
         found = json.loads(text)
         if not isinstance(found, dict):
             raise ValueError("an object by DNS name was expected")
-        if "format" not in found:  # format 1
-            return {str(name): _entry(value, _ips) for name, value in found.items()}
         if found["format"] != FORMAT:
             raise ValueError(f"format {found['format']!r} is not one this version reads")
         sets = [_ips(ips) for ips in found["sets"]]
