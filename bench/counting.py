@@ -84,10 +84,11 @@ class CallCounts:
 
 
 def is_event_request(call: ApiCall) -> bool:
-    """The event emitter's: it reads the Ingress or Service a name belongs to and writes its Event, on its
-    own thread, off the request path (provider.event_emitter)."""
+    """The event emitter's: it reads the Ingress, Service or route a name belongs to and writes its Event,
+    on its own thread, off the request path (provider.watch.event_emitter)."""
     return call.api == "kubernetes" and any(
-        part in call.path for part in ("/events", "/ingresses/", "/services/")
+        part in call.path
+        for part in ("/events", "/ingresses/", "/services/", "/httproutes/", "/grpcroutes/", "/tlsroutes/")
     )
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real kube-apiserver and etcd that the tests run as a real Kubernetes API
-# (tests/support/kube_apiserver.py): the adapter integration tests and the ingress end-to-end path.
+# (tests/support/kube_apiserver.py): the adapter integration tests and the ingress end-to-end path; and,
+# first, the Gateway API CRDs the tests install into it (scripts/install-gateway-api-crds.sh).
 #
 # Idempotent: does nothing for a binary already there with the wanted version.
 # Exits 0 without building when no suitable Go toolchain is on PATH: the tests that need a real API
@@ -45,6 +46,9 @@ wanted() { # wanted NAME: true when NAME is missing or reports another version
     etcd) [[ ! -x "$bin_dir/etcd" || "$(etcd_version)" != "$ETCD_VERSION" ]] ;;
   esac
 }
+
+# The CRDs are a download, not a build: fetched whether or not the binaries are there already.
+"$(dirname "$0")/install-gateway-api-crds.sh"
 
 if ! wanted kube-apiserver && ! wanted etcd; then
   say "kube-apiserver $KUBERNETES_VERSION and etcd $ETCD_VERSION already installed in $bin_dir; nothing to do"

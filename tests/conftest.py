@@ -19,7 +19,12 @@ from hypothesis import HealthCheck, settings
 
 from landb_simulator import ClientConfig, Simulator
 from landb_simulator.identity import DOMAIN_NAME, PROJECT_NAME
-from support.kube_apiserver import KubeApiServer, locate_binaries, running_kube_apiserver
+from support.kube_apiserver import (
+    KubeApiServer,
+    locate_binaries,
+    locate_gateway_api_crds,
+    running_kube_apiserver,
+)
 from support.logging_state import restored_logging
 from support.prometheus import PrometheusTools, locate_prometheus_tools
 from support.tool_builds import announced_builds, describe_builds, order_by_tool_builds, skip_unless_built
@@ -76,6 +81,17 @@ def kube_apiserver(
         pytest.skip(reason)
     with running_kube_apiserver(*binaries, workdir=tmp_path_factory.mktemp("kube-apiserver")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def gateway_api(kube_apiserver: KubeApiServer) -> KubeApiServer:
+    """The real API server with the Gateway API standard CRDs installed and Established (skipped, with the
+    reason, when ``make kube-tools`` has not fetched them)."""
+    documents, reason = locate_gateway_api_crds()
+    if not documents:
+        pytest.skip(reason)
+    kube_apiserver.install_gateway_api(documents)
+    return kube_apiserver
 
 
 @pytest.fixture(scope="session")

@@ -213,10 +213,10 @@ class Ports:
 
 @dataclass(frozen=True)
 class ObjectRef:
-    """A Kubernetes object an event is about: an Ingress or a Service."""
+    """A Kubernetes object an event is about: an Ingress, a Service or a Gateway API route."""
 
     kind: str
-    """``Ingress`` or ``Service``."""
+    """``Ingress``, ``Service``, ``HTTPRoute``, ``GRPCRoute`` or ``TLSRoute``."""
     namespace: str
     name: str
 
@@ -245,7 +245,7 @@ class KubeEvent:
 
 class EventWriteFailed(Exception):
     """An event was not written. ``kind`` is a fixed word for the metric: ``forbidden`` (RBAC),
-    ``object_gone`` (the Ingress or Service no longer exists), ``event_gone`` (the event to update
+    ``object_gone`` (the object the event is about no longer exists), ``event_gone`` (the event to update
     expired), ``unavailable`` (the API failed or did not answer), ``invalid`` (the API refused it)."""
 
     def __init__(self, kind: str, reason: str) -> None:
@@ -260,5 +260,11 @@ class EventSink(Protocol):
     def write(self, event: KubeEvent) -> None:
         """Create the event (``count`` 1), or PATCH its series (count, last observed time). Raises
         EventWriteFailed, never anything else; a series update of an event that is gone raises it with
-        ``event_gone``."""
+        ``event_gone``. A new event names the object by the uid it had when last read; ``forget`` makes
+        the next one read it again."""
+        ...
+
+    def forget(self, regarding: ObjectRef) -> None:
+        """``regarding`` may have been deleted or re-created since it was last read: its next new event
+        reads it again (its uid, or that it is gone). Never a request, never an exception."""
         ...

@@ -61,6 +61,15 @@ CHART_RULES = {
         {"apiGroups": [""], "resources": ["services", "endpoints"], "verbs": READ},
         {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ},
     ],
+    # Any gateway source: the Gateways and the namespaces (listeners' allowedRoutes); then its routes.
+    **{
+        f"gateway-{kind}route": [
+            {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": READ},
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},
+            {"apiGroups": ["gateway.networking.k8s.io"], "resources": [f"{kind}routes"], "verbs": READ},
+        ]
+        for kind in ("http", "grpc")
+    },
 }
 
 
@@ -196,7 +205,7 @@ class IngressWorld:
         """One ``external-dns --once`` with the README's flags, reading Ingresses as the chart's account."""
         flags = readme_external_dns_flags()
         sources = [flag for flag in flags if flag.startswith("--source=")]
-        assert sources == ["--source=ingress"], sources
+        assert "--source=ingress" in sources, sources
         result = run_external_dns(
             self.external_dns,
             *(flag for flag in flags if flag not in sources),
@@ -243,7 +252,7 @@ HOSTNAME_ANNOTATION = "external-dns.kubernetes.io/hostname"
 
 class ServicesWorld(IngressWorld):
     """The ingress world with LoadBalancer Services too (external-dns' ``--source=service`` beside
-    ``--source=ingress``): each Service is deleted when the world closes."""
+    ``--source=ingress``, and ``sources``' others): each Service is deleted when the world closes."""
 
     def __init__(
         self,
@@ -252,10 +261,9 @@ class ServicesWorld(IngressWorld):
         external_dns: Path,
         workdir: Path,
         webhook_settings: Mapping[str, str] | None = None,
+        sources: tuple[str, ...] = ("service", "ingress"),
     ) -> None:
-        super().__init__(
-            server, simulator, external_dns, workdir, webhook_settings, sources=("service", "ingress")
-        )
+        super().__init__(server, simulator, external_dns, workdir, webhook_settings, sources=sources)
         self.core = client.CoreV1Api(server.admin)
 
     def close(self) -> None:

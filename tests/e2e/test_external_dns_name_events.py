@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e_support import http_get
@@ -38,15 +39,25 @@ class EventsWorld(ServicesWorld):
     who may only ``view`` the applications' namespace."""
 
     def __init__(
-        self, server: KubeApiServer, simulator: Simulator, external_dns: Path, workdir: Path
+        self,
+        server: KubeApiServer,
+        simulator: Simulator,
+        external_dns: Path,
+        workdir: Path,
+        *,
+        sources: tuple[str, ...] = ("service", "ingress"),
+        viewer_rules: Sequence[Mapping[str, Any]] = (),
+        webhook_settings: Mapping[str, str] | None = None,
     ) -> None:
+        """``viewer_rules``: what the application team's user may read beside the ``view`` role's."""
         watch = {
             "LANDB_EVENTS": "true",
             "LANDB_DNS_WATCH": "true",
             "LANDB_DNS_RESOLVERS": simulator.dns.address,
             "LANDB_DNS_RECHECK_PERIOD": "10",
+            **(webhook_settings or {}),
         }
-        super().__init__(server, simulator, external_dns, workdir, watch)
+        super().__init__(server, simulator, external_dns, workdir, watch, sources)
         self.extra_flags = ["--events-emit=RecordReady", "--events-emit=RecordError"]
         self.state.octavia.add_load_balancer(f"kube_service_landb-e2e_{self.apps_namespace}_shop", VIP)
         read = ["get", "list", "watch"]
@@ -61,6 +72,7 @@ class EventsWorld(ServicesWorld):
                         {"apiGroups": [""], "resources": ["services", "events"], "verbs": read},
                         {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": read},
                         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": read},
+                        *viewer_rules,
                     ],
                 },
                 {

@@ -181,6 +181,7 @@ def test_an_ownership_store_outside_its_namespace_fails_with_a_clear_non_retryab
 
 EVENTS_GROUP = "events.k8s.io"
 INGRESS_GROUP = "networking.k8s.io"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
 
 
 @pytest.mark.parametrize(
@@ -198,6 +199,14 @@ INGRESS_GROUP = "networking.k8s.io"
         ("watch", "ingresses", INGRESS_GROUP, False),
         ("update", "ingresses", INGRESS_GROUP, False),
         ("patch", "services", "", False),
+        ("get", "httproutes", GATEWAY_GROUP, True),  # a route's uid (external-dns' gateway-* sources)
+        ("get", "grpcroutes", GATEWAY_GROUP, True),
+        ("get", "tlsroutes", GATEWAY_GROUP, True),
+        ("list", "httproutes", GATEWAY_GROUP, False),
+        ("watch", "grpcroutes", GATEWAY_GROUP, False),
+        ("update", "httproutes", GATEWAY_GROUP, False),
+        ("get", "gateways", GATEWAY_GROUP, False),
+        ("get", "tcproutes", GATEWAY_GROUP, False),
     ],
 )
 def test_events_are_granted_exactly_create_and_patch_and_their_objects_get(
@@ -208,8 +217,24 @@ def test_events_are_granted_exactly_create_and_patch_and_their_objects_get(
     group: str,
     granted: bool,
 ) -> None:
-    """In any namespace an Ingress or Service lives in (events sit beside their object)."""
+    """In any namespace an Ingress, Service or route lives in (events sit beside their object)."""
     assert allowed(kube_apiserver, real_cluster, verb, resource, "team-a", group) is granted
+
+
+def new_event(regarding: ObjectRef, reason: str, note: str, *, type_: str = "Normal") -> KubeEvent:
+    """A new event ``myapp.1`` (count 1) about ``regarding``."""
+    return KubeEvent(
+        name="myapp.1",
+        regarding=regarding,
+        type=type_,
+        reason=reason,
+        action="Write",
+        note=note,
+        first_at=1_800_000_000.25,  # kubernetes 37 re-encodes eventTime: a whole second loses its
+        # microseconds and the API server refuses it (400); see adapters/events.py
+        last_at=1_800_000_000.25,
+        count=1,
+    )
 
 
 def test_the_event_sink_writes_and_updates_an_event_on_an_ingress_under_deploy_rbac(
@@ -229,18 +254,7 @@ def test_the_event_sink_writes_and_updates_an_event_on_an_ingress_under_deploy_r
     try:
         sink = KubernetesEventSink(api_client, instance="landb-webhook-0")
         regarding = ObjectRef("Ingress", real_cluster.namespace, "myapp")
-        first = KubeEvent(
-            name="myapp.1",
-            regarding=regarding,
-            type="Warning",
-            reason="Refused",
-            action="Write",
-            note="myapp.cern.ch not published: held by hand",
-            first_at=1_800_000_000.25,  # kubernetes 37 re-encodes eventTime: a whole second loses its
-            # microseconds and the API server refuses it (400); see adapters/events.py
-            last_at=1_800_000_000.25,
-            count=1,
-        )
+        first = new_event(regarding, "Refused", "myapp.cern.ch not published: held by hand", type_="Warning")
         sink.write(first)
         sink.write(replace(first, count=2, last_at=1_800_000_060.5))
         with pytest.raises(EventWriteFailed) as gone:
@@ -522,3 +536,55 @@ def test_a_route_asking_for_more_than_50_names_is_refused(
     assert accepted is None
     assert refused is not None and refused.status == 422
     assert "asks for 51 DNS names; at most 50" in str(refused.body)
+
+
+def httproute(name: str, host: str) -> dict[str, object]:
+    """An HTTPRoute as an application team writes it, attached to a Gateway ``nodes``."""
+    return {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name},
+        "spec": {"parentRefs": [{"name": "nodes"}], "hostnames": [host]},
+    }
+
+
+def test_the_event_sink_writes_on_the_httproute_alive_now_under_deploy_rbac(
+    gateway_api: KubeApiServer, real_cluster: RealCluster
+) -> None:
+    """A route's event names it by group, version and uid; a route deleted and created again under the same
+    name gets its next event by its new uid once the sink forgets the old one, and a deleted route none."""
+    routes = client.CustomObjectsApi(gateway_api.admin)
+    namespace = real_cluster.namespace
+
+    def create() -> str:
+        created = routes.create_namespaced_custom_object(
+            GATEWAY_GROUP, "v1", namespace, "httproutes", httproute("myapp", "myapp.cern.ch")
+        )
+        return str(created["metadata"]["uid"])
+
+    def delete() -> None:
+        routes.delete_namespaced_custom_object(GATEWAY_GROUP, "v1", namespace, "httproutes", "myapp")
+
+    first_uid = create()
+    api_client = api_client_for(real_cluster.kubeconfig)
+    regarding = ObjectRef("HTTPRoute", namespace, "myapp")
+    written = new_event(regarding, "Written", "myapp.cern.ch written on 3 ingress nodes")
+    try:
+        sink = KubernetesEventSink(api_client, instance="landb-webhook-0")
+        sink.write(written)
+        delete()
+        second_uid = create()
+        sink.forget(regarding)  # the emitter's word: the object behind the name may have changed
+        sink.write(replace(written, name="myapp.2", reason="OnTheAir"))
+        delete()
+        sink.forget(regarding)
+        with pytest.raises(EventWriteFailed) as gone:
+            sink.write(replace(written, name="myapp.3", reason="Removed"))
+        assert gone.value.kind == "object_gone"
+    finally:
+        api_client.close()
+    events = client.EventsV1Api(gateway_api.admin)
+    first, second = (events.read_namespaced_event(name, namespace) for name in ("myapp.1", "myapp.2"))
+    assert (first.regarding.api_version, first.regarding.kind) == (f"{GATEWAY_GROUP}/v1", "HTTPRoute")
+    assert (first.regarding.uid, second.regarding.uid) == (first_uid, second_uid)
+    assert [e.metadata.name for e in events.list_namespaced_event(namespace).items] == ["myapp.1", "myapp.2"]

@@ -6,15 +6,16 @@ the last state of every name written, and an event API that fails changes no web
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from landb_simulator import Simulator, seed_cluster
+from landb_simulator import Simulator, seed_cluster, seed_gateway_route
 from landb_simulator.external_dns import plan
 from landb_webhook.adapters.events import KubernetesEventSink
 from landb_webhook.adapters.kubernetes import api_client_for
-from landb_webhook.backends import KubeEvent
+from landb_webhook.backends import KubeEvent, ObjectRef
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import Addresses, Judgement, Published, State, Transition
 from landb_webhook.metrics import Metrics
@@ -30,6 +31,13 @@ NAMESPACE = "team-a"
 def ingress(name: str, host: str) -> Endpoint:
     return Endpoint(
         host, "A", ("192.0.2.1",), record_ttl=300, labels=(("resource", f"ingress/{NAMESPACE}/{name}"),)
+    )
+
+
+def route(name: str, host: str) -> Endpoint:
+    """An HTTPRoute's endpoint, as external-dns' gateway-httproute source labels it."""
+    return Endpoint(
+        host, "A", ("192.0.2.1",), record_ttl=300, labels=(("resource", f"httproute/{NAMESPACE}/{name}"),)
     )
 
 
@@ -122,6 +130,9 @@ class TimedSink:
         self.sink.write(event)
         self.at.append((self.clock.monotonic(), event))
 
+    def forget(self, regarding: ObjectRef) -> None:
+        self.sink.forget(regarding)
+
 
 @pytest.fixture
 def thousand_names(
@@ -188,3 +199,50 @@ def test_with_landb_events_false_nothing_is_written(make_cluster: Any) -> None:
         c for c in cluster.sim.state.api_calls("kubernetes") if "events" in c.path or "ingresses" in c.path
     ]
     assert cluster.sim.state.events() == []
+
+
+def test_after_a_move_from_an_ingress_to_an_httproute_every_event_is_the_routes(make_cluster: Any) -> None:
+    """The name moves from its Ingress to an HTTPRoute (created beside it, then the Ingress deleted):
+    nothing is written, and when a node joins, the name's Written event goes on the route by its uid and
+    none on the deleted Ingress, though external-dns' update names the Ingress on its old side (the txt
+    registry labels the current record with its claim's resource)."""
+    cluster = make_cluster(events=True)
+    sim, emitter = cluster.sim, cluster.resources.events
+    assert emitter is not None
+    ingress_obj = sim.state.add_ingress(NAMESPACE, "myapp", ["myapp.cern.ch"])
+    seed_gateway_route(sim.state, ["188.184.1.1"], namespace=NAMESPACE)
+    [route_obj] = sim.state.routes(NAMESPACE)
+    cluster.desired = [ingress("myapp", "myapp.cern.ch")]
+    cluster.settle()
+    cluster.eventually(lambda: notes(sim, "Written"), what="the Written event on the Ingress")
+
+    cluster.desired = [ingress("myapp", "myapp.cern.ch"), route("myapp", "myapp.cern.ch")]
+    assert loop(cluster) == Changes()  # both ask: the Ingress keeps the name
+    sim.state.kube.delete("ingresses", NAMESPACE, "myapp")
+    cluster.desired = [route("myapp", "myapp.cern.ch")]
+    assert loop(cluster) == Changes()
+    cluster.eventually(emitter.idle, what="the emitter idle")
+    before = {e["metadata"]["name"] for e in sim.state.events(NAMESPACE)}
+
+    worker = next(
+        n
+        for n in cluster.nodes
+        if "ingress" not in (sim.state.node(n) or {})["metadata"]["labels"].get("role", "")
+    )
+    sim.state.label_node(worker, "role", "ingress")
+    adjusted = cluster.eventually(
+        lambda: [e for e in cluster.provider.adjust_endpoints(cluster.desired) if len(e.targets) == 4],
+        what="the joining node among the carriers",
+    )
+    changes = plan(cluster.provider.records(), adjusted, owner=OWNER).changes
+    claimed = (("resource", f"ingress/{NAMESPACE}/myapp"),)
+    cluster.provider.apply_changes(
+        replace(changes, update_old=tuple(replace(e, labels=claimed) for e in changes.update_old))
+    )
+    cluster.eventually(emitter.idle, what="the emitter idle")
+    new = [e for e in sim.state.events(NAMESPACE) if e["metadata"]["name"] not in before]
+    assert [(e["regarding"]["kind"], e["regarding"]["uid"], e["reason"]) for e in new] == [
+        ("HTTPRoute", route_obj["metadata"]["uid"], "Written")
+    ]
+    assert new[0]["regarding"]["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert ingress_obj["metadata"]["uid"] not in {e["regarding"]["uid"] for e in new}

@@ -34,6 +34,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from landb_simulator.tls import CertificateAuthority, loopback_certificate, subject_name
 from landb_webhook.adapters.kubernetes import api_client_for
+from support.waiting import eventually
 
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "3.7.3"
@@ -48,6 +49,12 @@ RBAC_DOCUMENTED_NAMESPACE = "external-dns"
 RBAC_DOCUMENTED_SERVICE_ACCOUNT = "external-dns"
 FIELD_MANAGER = "landb-webhook-tests"
 
+GATEWAY_API_VERSION = "v1.6.1"
+"""The Gateway API release whose standard CRDs the tests install (external-dns v0.22.0 is built with it)."""
+GATEWAY_API_HINT = "run `make kube-tools` (scripts/install-gateway-api-crds.sh)"
+CRD_ESTABLISHED_TIMEOUT = 60.0
+"""Seconds for the API server to establish the Gateway API CRDs (a second or two on an idle machine)."""
+
 START_TIMEOUT = 90.0
 """Seconds etcd plus kube-apiserver may take to be ready (a few on an idle machine; a loaded 2-core CI
 runner building Go at the same time is much slower)."""
@@ -61,6 +68,21 @@ def tools_cache() -> Path:
 
 def tools_bin_dir() -> Path:
     return tools_cache() / "go" / "bin"
+
+
+def gateway_api_crds_dir() -> Path:
+    """Where scripts/install-gateway-api-crds.sh puts the CRDs: ``<tools>/gateway-api/<version>/standard``."""
+    return tools_bin_dir().parents[1] / "gateway-api" / GATEWAY_API_VERSION / "standard"
+
+
+def locate_gateway_api_crds() -> tuple[list[dict[str, Any]], str]:
+    """Every document of the Gateway API standard install (the CRDs and the safe-upgrades admission policy),
+    or nothing and why the tests needing them must skip."""
+    directory = gateway_api_crds_dir()
+    files = sorted(directory.glob("*.yaml"))
+    if not (directory / "gateway.networking.k8s.io_httproutes.yaml").is_file():
+        return [], f"the Gateway API {GATEWAY_API_VERSION} CRDs are not in {directory}: {GATEWAY_API_HINT}"
+    return [doc for path in files for doc in yaml.safe_load_all(path.read_text()) if doc], ""
 
 
 def _version_line(binary: Path) -> str:
@@ -218,6 +240,7 @@ class KubeApiServer:
         self.admin_kubeconfig = admin_kubeconfig
         self.admin = api_client_for(admin_kubeconfig)
         self._dynamic: DynamicClient | None = None
+        self._gateway_api = False
 
     def __repr__(self) -> str:
         return f"KubeApiServer({self.url})"
@@ -238,6 +261,28 @@ class KubeApiServer:
                 field_manager=FIELD_MANAGER,
                 force_conflicts=True,
             )
+
+    def install_gateway_api(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Apply the Gateway API standard install (``locate_gateway_api_crds``) and wait until each of its
+        CRDs is Established, as ``kubectl wait --for=condition=Established`` does; once per server (the CRDs
+        are cluster-wide: every test sees them)."""
+        if self._gateway_api:
+            return
+        documents = list(documents)
+        self.apply(documents)
+        crds = [d["metadata"]["name"] for d in documents if d["kind"] == "CustomResourceDefinition"]
+        extensions = client.ApiextensionsV1Api(self.admin)
+
+        def established() -> bool:
+            for name in crds:
+                conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+                if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                    return False
+            return True
+
+        eventually(established, what="the Gateway API CRDs established", timeout=CRD_ESTABLISHED_TIMEOUT)
+        self._dynamic = None  # discovery cached before the CRDs knows none of their kinds
+        self._gateway_api = True
 
     def create_namespace(self, name: str) -> None:
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])

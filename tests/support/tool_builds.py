@@ -49,6 +49,7 @@ FIXTURE_STEPS = {
     "prometheus_tools": "prometheus-tools",
     "helm_chart": "deploy-tools",
     "kube_apiserver": "kube-tools",
+    "gateway_api": "kube-tools",
 }
 """The fixtures that locate a tool, and the step that builds it. A test reaching a tool another way
 (``request.getfixturevalue``) says so with ``@pytest.mark.needs_tools(step)``."""

@@ -37,11 +37,15 @@ class RecordingSink:
         self.clock = clock
         self.failing = failing
         self.written: list[tuple[float, KubeEvent]] = []
+        self.forgotten: list[ObjectRef] = []
 
     def write(self, event: KubeEvent) -> None:
         if self.failing is not None:
             raise EventWriteFailed(self.failing, f"HTTP 403 Forbidden for {event.name}")
         self.written.append((self.clock.monotonic(), event))
+
+    def forget(self, regarding: ObjectRef) -> None:
+        self.forgotten.append(regarding)
 
 
 def drain(emitter: EventEmitter, clock: FakeTime) -> None:
@@ -62,13 +66,19 @@ def events_total(metrics: Metrics, result: str) -> float:
     [
         ("ingress/team-a/myapp", APP),
         ("service/team-b/web", ObjectRef("Service", "team-b", "web")),
+        ("httproute/team-a/myapp", ObjectRef("HTTPRoute", "team-a", "myapp")),
+        ("grpcroute/team-a/api", ObjectRef("GRPCRoute", "team-a", "api")),
+        ("tlsroute/team-a/tls", ObjectRef("TLSRoute", "team-a", "tls")),
+        ("tcproute/team-a/db", None),  # a TCP route names no host: no name of ours
         ("crd/team-a/x", None),
         ("ingress/team-a", None),
         ("ingress//myapp", None),
         (None, None),
     ],
 )
-def test_the_resource_label_names_an_ingress_or_a_service(resource: str | None, expected: ObjectRef) -> None:
+def test_the_resource_label_names_an_ingress_a_service_or_a_route(
+    resource: str | None, expected: ObjectRef
+) -> None:
     assert source_of(resource) == expected
 
 
@@ -337,3 +347,51 @@ def test_the_emitter_is_idle_only_once_every_event_told_has_been_written() -> No
     drain(emitter, clock)
     assert seen_while_writing == [False]
     assert emitter.idle()
+
+
+ROUTE = ObjectRef("HTTPRoute", "team-a", "myapp")
+
+
+def test_later_events_follow_the_object_asking_now_and_the_one_that_left_is_read_again() -> None:
+    """Ingress -> HTTPRoute: once AdjustEndpoints hears the route alone ask for the name (the Ingress
+    deleted), the name's next event is the route's, and the sink forgets what it knew of the Ingress."""
+    clock, metrics = FakeTime(), Metrics.create()
+    sink = RecordingSink(clock)
+    emitter = EventEmitter(sink, metrics, clock=clock.time, monotonic=clock.monotonic)
+    emitter.learn([asking("myapp.cern.ch")])
+    emitter.tell(NameChange("myapp.cern.ch", "written", "3 ingress nodes"))
+    drain(emitter, clock)
+    emitter.learn([asking("myapp.cern.ch", "httproute/team-a/myapp")])
+    emitter.tell(NameChange("myapp.cern.ch", "published", "myapp.cern.ch resolves to its 3 ingress nodes"))
+    drain(emitter, clock)
+    assert [(event.regarding, event.reason) for _, event in sink.written] == [
+        (APP, "Written"),
+        (ROUTE, "OnTheAir"),
+    ]
+    assert sink.forgotten == [APP]
+
+
+def test_an_object_told_its_name_was_removed_is_read_again_before_its_event() -> None:
+    """A removal usually follows the object's deletion: its event reads it again (a deleted object gets
+    none, ``object_gone``), and an object created again under its name is known by its new uid."""
+    clock, metrics = FakeTime(), Metrics.create()
+    sink = RecordingSink(clock)
+    emitter = EventEmitter(sink, metrics, clock=clock.time, monotonic=clock.monotonic)
+    emitter.tell(NameChange("myapp.cern.ch", "written", "3 ingress nodes"), [asking("myapp.cern.ch")])
+    drain(emitter, clock)
+    assert sink.forgotten == []
+    emitter.tell(NameChange("myapp.cern.ch", "removed", "3 ingress nodes"), [asking("myapp.cern.ch")])
+    drain(emitter, clock)
+    assert sink.forgotten == [APP]
+
+
+def test_an_event_on_a_deleted_object_is_counted_and_not_warned_about() -> None:
+    """An Ingress deleted is the usual reason its name is removed: no event, no warning, a count."""
+    clock, metrics = FakeTime(), Metrics.create()
+    sink = RecordingSink(clock, failing="object_gone")
+    emitter = EventEmitter(sink, metrics, clock=clock.time, monotonic=clock.monotonic)
+    with capture_logs() as logs:
+        emitter.tell(NameChange("myapp.cern.ch", "removed", "3 ingress nodes"), [asking("myapp.cern.ch")])
+        drain(emitter, clock)
+    assert [line for line in logs if line["log_level"] != "debug"] == []
+    assert events_total(metrics, "object_gone") == 1

@@ -1,11 +1,13 @@
-"""backends.EventSink on the Kubernetes API: events.k8s.io/v1 Events ``regarding`` an Ingress or a Service.
+"""backends.EventSink on the Kubernetes API: events.k8s.io/v1 Events ``regarding`` an Ingress, a Service or a
+Gateway API route (HTTPRoute, GRPCRoute, TLSRoute).
 
-``kubectl describe ingress myapp`` lists the events whose object reference carries the Ingress's uid, so
-each object's uid is read first (one GET of the Ingress or Service, cached: ``UID_CACHE`` objects, the least
-recently used forgotten; a 404 is the object gone). A new event is one POST; a repeat is one merge PATCH of
-its ``series`` (count, lastObservedTime), as client-go's events.k8s.io recorder does. The reporting
-controller is ``landb-webhook``, the reporting instance the pod's name. RBAC: create and patch on
-events.k8s.io events, get on networking.k8s.io ingresses and on services (deploy/rbac.yaml).
+``kubectl describe httproute myapp`` lists the events whose object reference carries the route's uid, so
+each object's uid is read first (one GET of the object, cached: ``UID_CACHE`` objects, the least recently
+used forgotten, and any the emitter says may have changed (``forget``); a 404 is the object gone). A new
+event is one POST; a repeat is one merge PATCH of its ``series`` (count, lastObservedTime), as client-go's
+events.k8s.io recorder does. The reporting controller is ``landb-webhook``, the reporting instance the
+pod's name. RBAC: create and patch on events.k8s.io events, get on networking.k8s.io ingresses, on
+services and on gateway.networking.k8s.io httproutes, grpcroutes and tlsroutes (deploy/rbac.yaml).
 """
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ from landb_webhook.backends import EventWriteFailed, KubeEvent, ObjectRef
 
 REPORTING_CONTROLLER = "landb-webhook"
 UID_CACHE = 4096
-API_VERSIONS = {"Ingress": "networking.k8s.io/v1", "Service": "v1"}
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+GATEWAY_VERSION = "v1"
+"""The routes' served version in the Gateway API standard channel (v1.6.1: TLSRoute too; v1alpha2 and
+v1alpha3 of TLSRoute are no longer served there)."""
+GATEWAY_ROUTES = {"HTTPRoute": "httproutes", "GRPCRoute": "grpcroutes", "TLSRoute": "tlsroutes"}
+"""Route kind -> its resource (plural), the kinds external-dns' gateway-* sources name in ``resource``."""
+API_VERSIONS = {
+    "Ingress": "networking.k8s.io/v1",
+    "Service": "v1",
+    **{kind: f"{GATEWAY_GROUP}/{GATEWAY_VERSION}" for kind in GATEWAY_ROUTES},
+}
 _MAX_INSTANCE = 128
 _FAILURE_KINDS = {403: "forbidden", 401: "forbidden", 422: "invalid", 400: "invalid"}
 
@@ -41,6 +53,7 @@ class KubernetesEventSink:
         self._events = client.EventsV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
         self._networking = client.NetworkingV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
         self._instance = instance[:_MAX_INSTANCE]
         self._timeout = request_timeout
         self._uids: OrderedDict[ObjectRef, str] = OrderedDict()
@@ -50,6 +63,9 @@ class KubernetesEventSink:
             self._create(event)
         else:
             self._update_series(event)
+
+    def forget(self, regarding: ObjectRef) -> None:
+        self._uids.pop(regarding, None)
 
     def _create(self, event: KubeEvent) -> None:
         regarding = event.regarding
@@ -99,15 +115,9 @@ class KubernetesEventSink:
         if uid is not None:
             self._uids.move_to_end(regarding)
             return uid
-        if regarding.kind == "Ingress":
-            read: Any = self._networking.read_namespaced_ingress
-        else:
-            read = self._core.read_namespaced_service
         found = self._call(
             f"read {regarding.kind} {regarding.namespace}/{regarding.name}",
-            lambda: read(
-                regarding.name, regarding.namespace, _request_timeout=self._timeout, _preload_content=False
-            ),
+            lambda: self._read(regarding),
             gone="object_gone",
         )
         uid = str(((found or {}).get("metadata") or {}).get("uid") or "")
@@ -115,6 +125,19 @@ class KubernetesEventSink:
         while len(self._uids) > UID_CACHE:
             self._uids.popitem(last=False)
         return uid
+
+    def _read(self, regarding: ObjectRef) -> Any:
+        """The object's GET (undecoded)."""
+        name, namespace = regarding.name, regarding.namespace
+        options: Any = {"_request_timeout": self._timeout, "_preload_content": False}
+        if regarding.kind == "Ingress":
+            return self._networking.read_namespaced_ingress(name, namespace, **options)
+        if regarding.kind == "Service":
+            return self._core.read_namespaced_service(name, namespace, **options)
+        plural = GATEWAY_ROUTES[regarding.kind]
+        return self._custom.get_namespaced_custom_object(
+            GATEWAY_GROUP, GATEWAY_VERSION, namespace, plural, name, **options
+        )
 
     def _call(self, action: str, call: Any, *, gone: str = "object_gone") -> Any:
         """The decoded answer of ``call``; every failure an EventWriteFailed of its kind."""

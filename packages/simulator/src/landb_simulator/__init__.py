@@ -10,7 +10,7 @@ Real clients (openstacksdk, the openstack CLI, the kubernetes Python client, kub
 """
 
 from landb_simulator.runner import run_simulator
-from landb_simulator.seed import seed_cluster, seed_load_balancer_service
+from landb_simulator.seed import seed_cluster, seed_gateway_route, seed_load_balancer_service
 from landb_simulator.server import ClientConfig, Simulator
 from landb_simulator.state import (
     ApiCall,
@@ -32,5 +32,6 @@ __all__ = [
     "SimulatorState",
     "run_simulator",
     "seed_cluster",
+    "seed_gateway_route",
     "seed_load_balancer_service",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import socket
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from landb_simulator.landb_zone import OtherDevice
-from landb_simulator.seed import seed_cluster, seed_load_balancer_service
+from landb_simulator.seed import seed_cluster, seed_gateway_route, seed_load_balancer_service
 from landb_simulator.server import Simulator, listen
 from landb_simulator.walk import Walk, start_walk
 from landb_webhook.embedding import ENV_PREFIX, EXIT_CANNOT_START, Settings, run_webhook
@@ -62,6 +63,10 @@ def run_demo(
         ingress_names = seed_cluster(sim.state, ingress_nodes=INGRESS_NODES, workers=1)[:INGRESS_NODES]
         lb_id, vip = seed_load_balancer_service(sim.state)
         servers = {server.name: server for server in sim.state.servers()}
+        ingress_ips = [ip for name in ingress_names if (ip := servers[name].ip) is not None]
+        # The walk's name is asked for by an HTTPRoute on a Gateway whose data plane runs on the ingress
+        # nodes (ingress-nginx is retired): the webhook's events go on it.
+        seed_gateway_route(sim.state, ingress_ips)
         first_ingress = servers[ingress_names[0]]
         # An alias someone set by hand, without an ownership claim: the webhook must leave it alone.
         sim.state.set_metadata_direct(
@@ -89,7 +94,7 @@ def run_demo(
                 health=f"http://127.0.0.1:{health_port}",
                 state_dir=state_dir,
                 cloud_name=config.cloud_name,
-                ingress_ips=[ip for name in ingress_names if (ip := servers[name].ip) is not None],
+                ingress_ips=ingress_ips,
                 node_name=first_ingress.name,
                 load_balancer=(sim.state.octavia.load_balancer(lb_id).name, vip),
                 dns=sim.dns.address,
@@ -104,12 +109,40 @@ def run_demo(
                 flush=True,
             )
         stop_walk = threading.Event()
-        walk = Walk(f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{health_port}", sim.dns)
+        walk = Walk(
+            f"http://127.0.0.1:{api_port}",
+            f"http://127.0.0.1:{health_port}",
+            sim.dns,
+            events=lambda: sim.state.events("default"),
+        )
         start_walk(walk, sys.stdout, stop_walk)
+        quiet = QuietRecordsPolls()
+        logging.getLogger(ACCESS_LOGGER).addFilter(quiet)
         try:
             return run_webhook(settings, api_listener, health_listener)
         finally:
             stop_walk.set()
+            logging.getLogger(ACCESS_LOGGER).removeFilter(quiet)
+
+
+ACCESS_LOGGER = "landb_webhook.access"
+"""The webhook's access log: one line per request (webhook/api.py AccessLog)."""
+
+
+class QuietRecordsPolls(logging.Filter):
+    """The walk asks Records every second, as a fast external-dns loop would: the access lines of
+    ``GET /records`` answered 200 are shown at debug only (the demo says so), so the walk's own lines, the
+    writes and every other request stay readable."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        line = record.msg
+        if isinstance(line, dict) and (line.get("method"), line.get("path"), line.get("status")) == (
+            "GET",
+            "/records",
+            200,
+        ):
+            return logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.DEBUG)
+        return True
 
 
 def installed_command(name: str) -> str:
@@ -136,7 +169,7 @@ def demo_instructions(
     claim = Endpoint(
         "a-myapp.cern.ch",
         "TXT",
-        ('"heritage=external-dns,external-dns/owner=demo,external-dns/resource=ingress/default/myapp"',),
+        ('"heritage=external-dns,external-dns/owner=demo,external-dns/resource=httproute/default/myapp"',),
         labels=(("ownedRecord", "myapp.cern.ch"),),
     )
     create = encode_changes(Changes(create=(record, claim))).decode()
@@ -193,7 +226,13 @@ alias legacy--load-0- (no ownership claim, so the webhook never removes it). Try
   {settings} {landb} status
   {settings} {landb} adopt --owner-id demo --names legacy --dry-run
 
+  # the Gateway API: a Gateway whose data plane runs on the ingress nodes, and the HTTPRoute asking for
+  # myapp.cern.ch, on which the webhook writes its events (kubectl describe httproute myapp, on a cluster)
+  kubectl --kubeconfig {kubeconfig} get gatewayclasses,gateways,httproutes
+
 Meanwhile the lines starting with "walk" publish myapp.cern.ch and remove it again, as external-dns
-would, and follow it through the webhook's DNS watch: pending, published, then stale and gone.
-State directory: {state_dir} (kept after exit). Stop with Ctrl+C.
+would for the HTTPRoute default/myapp, and follow it through the webhook's DNS watch (pending, published,
+then stale and gone) and the events the webhook writes on the HTTPRoute. The walk asks Records every
+second: those requests are not logged (each write is). State directory: {state_dir} (kept after exit).
+Stop with Ctrl+C.
 """

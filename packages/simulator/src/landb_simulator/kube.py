@@ -1,5 +1,6 @@
 """The Kubernetes API over HTTP, at ``/``: discovery, nodes, pods, configmaps, services (with their status
-subresource), namespaces (read-only), and ``coordination.k8s.io/v1`` leases (what leader election uses).
+subresource), namespaces (read-only), ``coordination.k8s.io/v1`` leases (what leader election uses), and the
+Gateway API's GatewayClasses, Gateways, HTTPRoutes and GRPCRoutes with their status (kube_gateways.py).
 
 Shaped for the official Python client and kubectl: bearer-token authentication, Status objects for errors,
 list/watch with label and field selectors, limit/continue paging, server-side Table rendering (what
@@ -23,11 +24,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from landb_simulator import kube_gateways
 from landb_simulator.kube_services import service_cells
 from landb_simulator.kube_store import (
     API_VERSIONS,
     CONFIGMAPS,
     EVENTS,
+    GATEWAY_RESOURCES,
     INGRESSES,
     KINDS,
     LEASES,
@@ -134,7 +137,11 @@ COORDINATION_GROUP: dict[str, Any] = {
     "versions": [{"groupVersion": COORDINATION_VERSION, "version": "v1"}],
     "preferredVersion": {"groupVersion": COORDINATION_VERSION, "version": "v1"},
 }
-API_GROUPS = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [COORDINATION_GROUP]}
+API_GROUPS = {
+    "kind": "APIGroupList",
+    "apiVersion": "v1",
+    "groups": [COORDINATION_GROUP, kube_gateways.API_GROUP],
+}
 
 
 def status_body(
@@ -270,8 +277,13 @@ TABLE_COLUMNS = {
 }
 
 
+TABLE_COLUMNS.update(kube_gateways.TABLE_COLUMNS)
+
+
 def _cells(resource: str, obj: Obj, now: datetime) -> list[Any]:
     created = obj["metadata"].get("creationTimestamp", "")
+    if resource in GATEWAY_RESOURCES:
+        return kube_gateways.gateway_cells(resource, obj, human_age(created, now))
     if resource == NODES:
         return _node_cells(obj, now)
     if resource == PODS:
@@ -473,6 +485,7 @@ class KubeApi:
             ),
             *self._group_routes("networking.k8s.io/v1", INGRESSES),
             *self._group_routes("events.k8s.io/v1", EVENTS),
+            *self._gateway_routes(),
             Route(f"/apis/{COORDINATION}", auth(self.api_group), methods=["GET"]),
             Route(f"/apis/{COORDINATION_VERSION}", auth(self.coordination_resources), methods=["GET"]),
             Route(
@@ -509,6 +522,48 @@ class KubeApi:
                 f"{base}/namespaces/{{namespace}}/{resource}/{{name}}",
                 endpoint(resource, single),
                 methods=["GET", "PUT", "PATCH", "DELETE"],
+            ),
+        ]
+
+    def _gateway_routes(self) -> list[BaseRoute]:
+        """gateway.networking.k8s.io/v1: discovery, the namespaced kinds as any group's, GatewayClasses
+        cluster-wide, and the status subresource of each."""
+        base = f"/apis/{kube_gateways.API_VERSION}"
+        collection, single = self._verbs()
+        status: dict[str, ResourceHandler] = {
+            "GET": self.read,
+            "PUT": self.replace_status,
+            "PATCH": self.patch_status,
+        }
+        endpoint, auth = self._resource_endpoint, self._authenticated
+        classes = kube_gateways.GATEWAY_CLASSES
+        namespaced = [r for r in kube_gateways.KINDS if r != classes]
+        return [
+            Route(f"/apis/{kube_gateways.GROUP}", auth(self.gateway_group), methods=["GET"]),
+            Route(base, auth(self.gateway_resources), methods=["GET"]),
+            *(
+                route
+                for resource in namespaced
+                for route in self._group_routes(kube_gateways.API_VERSION, resource)
+            ),
+            *(
+                Route(
+                    f"{base}/namespaces/{{namespace}}/{resource}/{{name}}/status",
+                    endpoint(resource, status),
+                    methods=["GET", "PUT", "PATCH"],
+                )
+                for resource in namespaced
+            ),
+            Route(f"{base}/{classes}", endpoint(classes, collection), methods=["GET", "POST"]),
+            Route(
+                f"{base}/{classes}/{{name}}",
+                endpoint(classes, single),
+                methods=["GET", "PUT", "PATCH", "DELETE"],
+            ),
+            Route(
+                f"{base}/{classes}/{{name}}/status",
+                endpoint(classes, status),
+                methods=["GET", "PUT", "PATCH"],
             ),
         ]
 
@@ -565,6 +620,12 @@ class KubeApi:
 
     async def api_group(self, request: Request) -> Response:
         return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", **COORDINATION_GROUP})
+
+    async def gateway_group(self, request: Request) -> Response:
+        return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", **kube_gateways.API_GROUP})
+
+    async def gateway_resources(self, request: Request) -> Response:
+        return JSONResponse(kube_gateways.api_resources())
 
     async def coordination_resources(self, request: Request) -> Response:
         return JSONResponse(COORDINATION_RESOURCES)

@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonpatch
 
+from landb_simulator import kube_gateways
 from landb_simulator.kube_services import default_and_check_status, prepare_new_service
 from landb_simulator.selectors import FieldSelector
 from landb_webhook.selector import LabelSelector, is_valid_label_key, is_valid_label_value
@@ -34,6 +35,8 @@ SERVICES = "services"
 INGRESSES = "ingresses"
 EVENTS = "events"
 """events.k8s.io/v1 Events (the core /api/v1 events are always an empty list)."""
+GATEWAY_RESOURCES = frozenset(kube_gateways.KINDS)
+"""gateway.networking.k8s.io/v1 (landb_simulator.kube_gateways)."""
 KINDS = {
     NODES: "Node",
     PODS: "Pod",
@@ -42,6 +45,7 @@ KINDS = {
     SERVICES: "Service",
     INGRESSES: "Ingress",
     EVENTS: "Event",
+    **kube_gateways.KINDS,
 }
 NAMESPACED = {
     NODES: False,
@@ -51,6 +55,7 @@ NAMESPACED = {
     SERVICES: True,
     INGRESSES: True,
     EVENTS: True,
+    **{resource: resource != kube_gateways.GATEWAY_CLASSES for resource in GATEWAY_RESOURCES},
 }
 API_VERSIONS = {
     NODES: "v1",
@@ -60,10 +65,11 @@ API_VERSIONS = {
     SERVICES: "v1",
     INGRESSES: "networking.k8s.io/v1",
     EVENTS: "events.k8s.io/v1",
+    **{resource: kube_gateways.API_VERSION for resource in GATEWAY_RESOURCES},
 }
 MAX_EVENT_NOTE_BYTES = 1024
 _EVENT_TYPES = ("Normal", "Warning")
-WITH_STATUS_SUBRESOURCE = frozenset({SERVICES})
+WITH_STATUS_SUBRESOURCE = frozenset({SERVICES, *GATEWAY_RESOURCES})
 """Resources whose status only the ``/status`` subresource writes (the simulator's nodes and pods take
 theirs with the object, as its helpers need)."""
 
@@ -425,6 +431,9 @@ class KubeStore:
             metadata.pop("resourceVersion", None)
             metadata["uid"] = str(uuid.uuid4())
             metadata["creationTimestamp"] = _now()
+            if resource in GATEWAY_RESOURCES:  # custom resources count their spec's generations
+                metadata["generation"] = 1
+                obj["status"] = {}
             return self._store(resource, obj, "ADDED", None)
 
     def update(

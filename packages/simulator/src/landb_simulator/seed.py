@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterable
 
 from landb_simulator.state import SimulatorState
 
@@ -119,3 +120,21 @@ def seed_load_balancer_service(
     )
     state.set_load_balancer_ingress(namespace, name, [vip])
     return lb_id, vip
+
+
+def seed_gateway_route(
+    state: SimulatorState,
+    addresses: Iterable[str],
+    *,
+    namespace: str = "default",
+    name: str = "myapp",
+    gateway_class: str = "envoy",
+    gateway: str = "nodes",
+) -> None:
+    """A Gateway data plane on the ingress nodes, as a cluster moving off ingress-nginx runs one: the
+    GatewayClass ``gateway_class``, the Gateway ``<namespace>/<gateway>`` at ``addresses`` (the ingress
+    nodes'), and the HTTPRoute ``<namespace>/<name>`` for ``<name>.cern.ch`` on it, accepted, as its
+    controller writes their status."""
+    state.add_gateway_class(gateway_class)
+    state.add_gateway(namespace, gateway, gateway_class, addresses)
+    state.add_route(namespace, name, [f"{name}.cern.ch"], (namespace, gateway))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from landb_simulator import kube_gateways
 from landb_simulator.identity import PROJECT_ID, Credentials, IdentityStore, Token
 from landb_simulator.kube_store import CONFIGMAPS, EVENTS, INGRESSES, NODES, PODS, SERVICES, KubeStore, Obj
 from landb_simulator.manifests import FLAVOR_NAME, node_manifest, pod_manifest, service_manifest, set_ready
@@ -729,6 +730,68 @@ class SimulatorState:
         ]
         manifest = {"metadata": {"name": name}, "spec": {"rules": rules}}
         return self.kube.create(INGRESSES, namespace, manifest)
+
+    # -- the Gateway API (kube_gateways.py): what a team writes, and what its controller answers --------
+
+    def add_gateway_class(self, name: str, controller: str = kube_gateways.CONTROLLER) -> Obj:
+        """A GatewayClass, accepted by its controller."""
+        self.kube.create(
+            kube_gateways.GATEWAY_CLASSES, None, kube_gateways.gateway_class_manifest(name, controller)
+        )
+        return self._set_status(kube_gateways.GATEWAY_CLASSES, None, name, kube_gateways.gateway_class_status)
+
+    def add_gateway(
+        self, namespace: str, name: str, gateway_class: str, addresses: Iterable[str] = ()
+    ) -> Obj:
+        """A Gateway with one HTTP listener open to routes of every namespace; with ``addresses``, the
+        status its controller writes once its data plane listens there (``set_gateway_addresses``)."""
+        manifest = kube_gateways.gateway_manifest(name, gateway_class)
+        created = self.kube.create(kube_gateways.GATEWAYS, namespace, manifest)
+        return self.set_gateway_addresses(namespace, name, addresses) if addresses else created
+
+    def set_gateway_addresses(self, namespace: str, name: str, addresses: Iterable[str]) -> Obj:
+        """The controller's status write: ``status.addresses`` (what external-dns makes the targets of the
+        routes' names), Accepted and Programmed."""
+        listed = list(addresses)
+        return self._set_status(
+            kube_gateways.GATEWAYS, namespace, name, lambda gw: kube_gateways.gateway_status(gw, listed)
+        )
+
+    def add_route(
+        self,
+        namespace: str,
+        name: str,
+        hosts: Iterable[str],
+        gateway: tuple[str, str],
+        *,
+        resource: str = kube_gateways.HTTP_ROUTES,
+        accepted: bool = True,
+    ) -> Obj:
+        """An HTTPRoute (or ``resource=kube_gateways.GRPC_ROUTES``) for ``hosts`` attached to the Gateway
+        ``gateway`` (namespace, name); ``accepted``: its controller has accepted it (``accept_route``)."""
+        gateway_namespace, gateway_name = gateway
+        manifest = kube_gateways.route_manifest(
+            name, hosts, gateway_name, None if gateway_namespace == namespace else gateway_namespace
+        )
+        created = self.kube.create(resource, namespace, manifest)
+        return self.accept_route(namespace, name, resource=resource) if accepted else created
+
+    def accept_route(self, namespace: str, name: str, *, resource: str = kube_gateways.HTTP_ROUTES) -> Obj:
+        """The controller's status write on a route: ``status.parents[]``, each Accepted."""
+        return self._set_status(resource, namespace, name, kube_gateways.accepted_parents)
+
+    def routes(self, namespace: str | None = None, resource: str = kube_gateways.HTTP_ROUTES) -> list[Obj]:
+        return self.kube.select(resource, namespace)[0]
+
+    def _set_status(
+        self, resource: str, namespace: str | None, name: str, status_of: Callable[[Obj], Obj]
+    ) -> Obj:
+        with self._lock:
+            current = self.kube.get(resource, namespace, name)
+            if current is None:
+                raise KeyError(f"no {resource} {namespace}/{name}")
+            updated = {**current, "status": status_of(current)}
+            return self.kube.update(resource, namespace, name, updated, status=True)
 
     def events(self, namespace: str | None = None) -> list[Obj]:
         """The events.k8s.io/v1 Events, in the order of their last write."""

@@ -2,9 +2,11 @@
 
 It plays external-dns against the demo's webhook (an ApplyChanges that creates the name with its TXT
 claim, Records every loop, an ApplyChanges that deletes it) and says, as they change, the state the
-webhook's DNS watcher gives the name (read from ``/metrics``: ``landb_webhook_dns_names``) and what the
-simulated LanDB publishes at each of its syncs: written -> pending -> published, removed -> stale -> gone.
-Each write is made just after a LanDB sync, so the watcher sees the name before the next one publishes it.
+webhook's DNS watcher gives the name (read from ``/metrics``: ``landb_webhook_dns_names``), what the
+simulated LanDB publishes at each of its syncs (written -> pending -> published, removed -> stale -> gone)
+and the events the webhook writes on the object asking for the name (the demo's HTTPRoute), as its owner
+reads them with ``kubectl describe``. Each write is made just after a LanDB sync, so the watcher sees the
+name before the next one publishes it. Stopped (Ctrl+C, SIGTERM), it ends where it is and says nothing more.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,6 +29,9 @@ from landb_webhook.webhook.wire import MEDIA_TYPE, decode_endpoints, encode_chan
 LOOP_INTERVAL = 1.0
 """Seconds between two looks (Records, the watcher's states, LanDB's syncs): a fast external-dns loop."""
 STATES_METRIC = "landb_webhook_dns_names"
+STOPPING_GRACE = 30.0
+"""Seconds a stopping demo may take from closing the webhook's listeners to saying it stopped (its graceful
+shutdown: well under one second; a bound, however slow the machine)."""
 MEANING = {
     "pending": "written to the metadata, LanDB has not published it yet",
     "published": "DNS answers exactly its ingress nodes",
@@ -46,6 +51,10 @@ class Walk:
     dns: LandbDnsServer
     name: str = "myapp.cern.ch"
     owner: str = "demo"
+    resource: str = "httproute/default/myapp"
+    """The object asking for the name, as external-dns labels it (``<kind>/<namespace>/<name>``)."""
+    events: Callable[[], Iterable[Mapping[str, Any]]] = lambda: ()
+    """The events.k8s.io Events of the simulated Kubernetes (those regarding ``resource`` are said)."""
     timeout: float = 300.0
     """Seconds each half (to published, to gone) may take before the walk gives up and says so."""
 
@@ -62,8 +71,10 @@ def start_walk(walk: Walk, out: TextIO, stop: threading.Event) -> threading.Thre
 def _walk_and_say_why_not(walk: Walk, out: TextIO, stop: threading.Event) -> None:
     try:
         walk_one_name(walk, out, stop.is_set)
-    except OSError as error:  # the webhook stopped under it (Ctrl+C) or never started
-        if not stop.is_set():
+    except OSError as error:  # the webhook stopped under it (Ctrl+C, SIGTERM), or never started
+        # A demo being stopped closes the webhook's listeners first and sets ``stop`` once the webhook has
+        # shut down: only a webhook gone for another reason is worth a word.
+        if not stop.wait(STOPPING_GRACE):
             print(f"walk: stopped, the webhook did not answer: {error}", file=out, flush=True)
 
 
@@ -76,12 +87,12 @@ def walk_one_name(walk: Walk, out: TextIO, stop: Callable[[], bool] = lambda: Fa
     baseline = follow.settled_states()
     if baseline is None:
         return False
-    record = Endpoint(walk.name, "A", ("192.0.2.1",))  # the webhook puts the ingress nodes' IPs instead
-    resource = f"ingress/default/{walk.name.partition('.')[0]}"
+    # The webhook puts the ingress nodes' IPs instead; ``resource`` is what external-dns' source labels.
+    record = Endpoint(walk.name, "A", ("192.0.2.1",), labels=(("resource", walk.resource),))
     claim = Endpoint(
         f"a-{walk.name}",
         "TXT",
-        (f'"heritage=external-dns,external-dns/owner={walk.owner},external-dns/resource={resource}"',),
+        (f'"heritage=external-dns,external-dns/owner={walk.owner},external-dns/resource={walk.resource}"',),
         labels=(("ownedRecord", walk.name),),
     )
     walked = follow.step(
@@ -109,6 +120,8 @@ class _Follower:
         self._since = time.monotonic()
         self.seen: list[str] = []
         """The watcher's states for the name, in the order the walk saw them."""
+        self._told: set[tuple[str, int]] = set()
+        """The events said already: (event name, count)."""
 
     def say(self, text: str) -> None:
         elapsed = time.monotonic() - self._since
@@ -142,26 +155,29 @@ class _Follower:
             except OSError:
                 pass  # not listening yet
             time.sleep(LOOP_INTERVAL)
+        if not self._stop():
+            self.say("the webhook did not become ready (/readyz); the walk gives up")
         return False
 
     def settled_states(self) -> Counter[str] | None:
         """The watcher's states once it has judged every name Records reports (the hand-set ones)."""
         if not self.ready():
-            self.say("the webhook did not become ready (/readyz); the walk gives up")
             return None
         for records in self._loops(self._walk.timeout):
             names = {e.dns_name for e in decode_endpoints(records) if e.record_type in ("A", "CNAME")}
             states = self._states()
             if states.total() >= len(names) and states["unknown"] == 0:
                 return states
-        self.say("the webhook's DNS watcher did not judge the published names in time; is it on?")
+        if not self._stop():
+            self.say("the webhook's DNS watcher did not judge the published names in time; is it on?")
         return None
 
     def step(self, changes: Changes, what: str, baseline: Mapping[str, int], *, until: str) -> bool:
         dns = self._walk.dns
         synced = dns.syncs
-        if not dns.wait_for_syncs(synced + 1, dns.sync_period + self._walk.timeout):
-            self.say("the simulated LanDB did not sync; is it running?")
+        if not dns.wait_for_syncs(synced + 1, dns.sync_period + self._walk.timeout) or self._stop():
+            if not self._stop():
+                self.say("the simulated LanDB did not sync; is it running?")
             return False
         status, body = _call(
             f"{self._walk.api}/records", encode_changes(changes), headers={"Content-Type": MEDIA_TYPE}
@@ -185,10 +201,35 @@ class _Follower:
                 state = now
                 self.seen.append(state)
                 self.say(f"DNS watch: {self._walk.name} is {state} ({MEANING.get(state, state)})")
+            self._say_new_events()
             if state == until:
                 return True
-        self.say(f"{self._walk.name} did not become {until} within {self._walk.timeout:g}s")
+        if not self._stop():  # stopped (Ctrl+C, SIGTERM): nothing timed out, nothing to say
+            self.say(f"{self._walk.name} did not become {until} within {self._walk.timeout:g}s")
         return False
+
+    def _say_new_events(self) -> None:
+        """Each event on the walk's object not said yet, as ``kubectl describe`` lists it."""
+        kind, _, where = self._walk.resource.partition("/")
+        for event in self._walk.events():
+            regarding = event.get("regarding") or {}
+            if (
+                regarding.get("kind", "").lower(),
+                f"{regarding.get('namespace')}/{regarding.get('name')}",
+            ) != (
+                kind,
+                where,
+            ):
+                continue
+            count = int((event.get("series") or {}).get("count") or 1)
+            key = (str(event["metadata"]["name"]), count)
+            if key not in self._told:
+                self._told.add(key)
+                repeated = f" (x{count})" if count > 1 else ""
+                self.say(
+                    f"event on {regarding.get('kind')} {where}: {event.get('type')} {event.get('reason')}"
+                    f"{repeated}: {event.get('note')}"
+                )
 
     def _relative(self) -> str:
         return self._walk.name.partition(".")[0]

@@ -125,7 +125,7 @@ from landb_webhook.provider.read.tenants import namespaces
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
 from landb_webhook.provider.together import Together
 from landb_webhook.provider.watch import publications
-from landb_webhook.provider.watch.events import NameChange
+from landb_webhook.provider.watch.events import NameChange, NameEvents
 
 log = structlog.get_logger(__name__)
 
@@ -309,7 +309,7 @@ class Applier:
     def _apply(self, changes: Changes, fence: WriteFence) -> None:
         context, options = self._context, self._context.options
         started = time.monotonic()
-        context.events.learn((*changes.create, *changes.update_new, *changes.delete, *changes.update_old))
+        learn_who_asks(context.events, changes)
         # 1. ... then read everything the plan needs, the reads sent together (provider.together).
         inventory, load_balancers, claim_records, quota = self._read_everything()
         claims_before = claimed_names(claim_records)
@@ -326,11 +326,14 @@ class Applier:
         # 2. ... then DNS first: a new name DNS answers for another device is refused, one it is silent
         # about held back; neither is written nor claimed, and neither fails the apply (external-dns asks
         # again next loop).
-        first, publish, homes = self._ask_dns_first(
-            publish - beside_plain_homes - foreign.keys(), homes, claims_before, inventory, load_balancers
+        first, homes = self._ask_dns_first(
+            gated.publish,
+            homes,
+            not_published=beside_plain_homes | foreign.keys(),
+            claimed=claims_before,
+            inventory=inventory,
+            load_balancers=load_balancers,
         )
-        gated.publish.intersection_update(publish)  # step 3 takes its refusals out of this one set
-        publish = gated.publish
 
         # 3. per namespace: the removal guard holds back a namespace's removals that would take too many of
         # its aliases off the air (tokens and claims kept: external-dns sends them again), and the cap of
@@ -488,17 +491,21 @@ class Applier:
         self,
         publish: set[str],
         homes: dict[str, frozenset[str]],
-        claims_before: Set[str],
+        *,
+        not_published: Set[str],
+        claimed: Set[str],
         inventory: Inventory,
         load_balancers: LoadBalancers,
-    ) -> tuple[FirstLook, set[str], dict[str, frozenset[str]]]:
-        """What DNS decided for the new names (provider.first_look), and the names to publish and their
-        load balancers without those it refused or held back."""
+    ) -> tuple[FirstLook, dict[str, frozenset[str]]]:
+        """What DNS decided for the new names (provider.first_look), taken out of ``publish`` (the names to
+        publish, one set the later steps take their refusals out of too) with ``not_published`` (refused on
+        their load balancer), and the load balancers of those left."""
+        publish.difference_update(not_published)
         first = self._dns_first.look(
-            publish, claimed=claims_before, inventory=inventory, load_balancers=load_balancers, homes=homes
+            publish, claimed=claimed, inventory=inventory, load_balancers=load_balancers, homes=homes
         )
-        kept = {label: ids for label, ids in homes.items() if label not in first.kept_back}
-        return first, publish - first.kept_back, kept
+        publish.difference_update(first.kept_back)
+        return first, {label: ids for label, ids in homes.items() if label not in first.kept_back}
 
     # -- 3. per namespace: the removal guard, the cap of names -----------------------------
 
@@ -873,3 +880,11 @@ def _endpoints(changes: Changes) -> tuple[Endpoint, ...]:
 
 def _state_of(gone: Remembered, server: Server) -> ServerState:
     return ServerState(server.id, server.name, gone.node_name, server.metadata)
+
+
+def learn_who_asks(events: NameEvents, changes: Changes) -> None:
+    """The objects asking for the names changed, for their events: a creation's and an update's new side
+    ask now; an update's old side names the object that asked when the record was written (its claim's: an
+    Ingress a route has replaced, perhaps), so it is not learnt; a deletion's asked last."""
+    events.learn(changes.delete)
+    events.learn((*changes.create, *changes.update_new))

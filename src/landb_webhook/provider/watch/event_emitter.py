@@ -13,7 +13,12 @@ through the EventSink port. What it promises:
 - **the last state of every name**: waiting events are kept by (object, name); a newer state of the same
   name supersedes the older one in place (``superseded``), so a burst keeps one event per name, the latest;
 - **bounded memory**: at most ``queue_cap`` events wait; past it the oldest is dropped (``dropped``), and
-  the ledger of what was told (provider.events) and the name -> object index are bounded too.
+  the ledger of what was told (provider.events) and the name -> object index are bounded too;
+- **the object alive now**: an object that stopped asking for a name (an Ingress a route replaced) or whose
+  name was removed (usually: it was deleted) is forgotten by the sink and the ledger before its next event,
+  which reads it again: a deleted object gets none (``object_gone``), one created again under its name is
+  told by its new uid, in a new event. An object deleted and created again between two loops, its names
+  unchanged, keeps its old uid until then (the sink's cache).
 """
 
 from __future__ import annotations
@@ -49,10 +54,9 @@ IDLE_WAIT = 60.0
 """Seconds the emitter's thread sleeps when nothing waits (a ``tell`` wakes it at once)."""
 FAILURE_HINTS = {
     "forbidden": "grant the webhook's service account create and patch on events (events.k8s.io) and get on "
-    "ingresses and services (deploy/rbac.yaml), or set LANDB_EVENTS=false",
+    "ingresses, services and gateway.networking.k8s.io routes (deploy/rbac.yaml), or set LANDB_EVENTS=false",
     "unavailable": "the Kubernetes API failed or did not answer: this event is not retried, the name's next "
     "transition is told again",
-    "object_gone": "the Ingress or Service was deleted before its event was written",
     "event_gone": "the event to update had expired; a new one is written",
     "invalid": "the API refused the event",
 }
@@ -109,6 +113,8 @@ class EventEmitter:
         self._waiting: OrderedDict[tuple[ObjectRef, str], EventIntent] = OrderedDict()
         self._writing = False
         self._sources = SourceIndex()
+        self._stale: set[ObjectRef] = set()
+        """Objects to read again before their next event (the module docstring: the object alive now)."""
         self._ledger = EventLedger()
         """Used by the sending side only (one thread, or a test's steps)."""
         self._bucket = TokenBucket(options.rate, float(options.burst), monotonic())
@@ -124,7 +130,7 @@ class EventEmitter:
         found = sources_by_name(endpoints)
         with self._lock:
             for name, sources in found.items():
-                self._sources.learn(name, sources)
+                self._stale |= self._sources.learn(name, sources)
 
     def tell(self, change: NameChange, endpoints: Iterable[Endpoint] = ()) -> None:
         given = sources_by_name(endpoints).get(change.name.lower(), frozenset())
@@ -133,6 +139,8 @@ class EventEmitter:
             intents = [
                 i for source in sorted(sources, key=_order) if (i := intent(source, change)) is not None
             ]
+            if change.what == "removed":  # its object was deleted, most often: read it again first
+                self._stale |= sources
             for told in intents:
                 self._enqueue(told)
         if intents:
@@ -168,6 +176,12 @@ class EventEmitter:
         written, or None when none waits."""
         while True:
             with self._lock:
+                stale, self._stale = self._stale, set()
+            if stale:
+                for regarding in stale:
+                    self._sink.forget(regarding)
+                self._ledger.forget_objects(stale)
+            with self._lock:
                 if not self._waiting:
                     return None
                 if (wait := self._bucket.wait(self._monotonic())) > 0:
@@ -194,12 +208,16 @@ class EventEmitter:
                 if retold is not None:
                     self._write(told, retold)
                 return
+            regarding = f"{told.regarding.kind.lower()}/{told.regarding.namespace}/{told.regarding.name}"
+            if failure.kind == "object_gone":  # deleted (its name's removal, most often): nobody to tell
+                log.debug("Kubernetes event not written: its object is gone", regarding=regarding)
+                return
             self._failures.warning(
                 ("event not written", failure.kind),
                 "Kubernetes event not written",
                 kind=failure.kind,
                 reason=failure.reason,
-                regarding=f"{told.regarding.kind.lower()}/{told.regarding.namespace}/{told.regarding.name}",
+                regarding=regarding,
                 hint=FAILURE_HINTS.get(failure.kind, ""),
             )
             return
