@@ -15,14 +15,16 @@ import pytest
 from structlog.testing import capture_logs
 
 from landb_simulator import Simulator
+from landb_simulator.external_dns import ownership_record
 from landb_simulator.kube_store import INGRESSES
 from landb_simulator.landb_zone import OtherDevice
 from landb_webhook import cli
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import State
+from landb_webhook.provider import ApplyError
 from landb_webhook.wiring import dns_watch
 from support.knot import DnsSwitch, KnotServer, knot, switchable
-from support.provider_cluster import Cluster
+from support.provider_cluster import OWNER, Cluster
 
 __all__ = ["knot"]
 
@@ -326,3 +328,27 @@ def test_the_simulated_landb_shows_a_refusal_then_a_take_over(
     assert sorted(carried(cluster, "shop").values()) == [10, 11, 12]
     assert answered is not None
     assert set(answered.split(", ")) == {OTHER_DEVICE, *node_ips(simulator, *cluster.nodes[:3])}
+
+
+def test_a_name_one_of_our_servers_holds_as_a_plain_alias_is_the_plans_to_refuse_not_dns(
+    dns_cluster: Callable[..., Cluster], knot: KnotServer, switch: DnsSwitch
+) -> None:
+    """DNS answers such a name with the CNAME LanDB publishes for the plain alias: the plan's refusal
+    (``plain_alias``, naming the server that holds it) is the precise one, and DNS is not asked."""
+    cluster = dns_cluster()
+    holder = cluster.server_id(cluster.nodes[0])
+    cluster.sim.state.set_metadata_direct(
+        holder, {**cluster.sim.state.metadata(holder), "landb-alias": "held"}
+    )
+    knot.alias("held", f"{cluster.nodes[0]}.cern.ch.")
+    create = Endpoint(
+        "held.cern.ch", "A", ("192.0.2.1",), labels=(("resource", f"ingress/{NAMESPACE}/held"),)
+    )
+
+    with pytest.raises(ApplyError, match="plain"):
+        cluster.provider.apply_changes(Changes(create=(create, ownership_record(create, OWNER))))
+
+    assert switch.questions == 0
+    assert (cluster.gauge("refused_changes_total", reason="plain_alias") or 0.0) >= 1
+    assert refusals(cluster) == 0
+    assert not ever_written(cluster.sim, "held")

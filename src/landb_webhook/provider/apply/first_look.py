@@ -74,7 +74,10 @@ class DnsFirst:
         """What DNS decides for the names of ``publish`` this cluster neither ``claimed`` (DNS names, before
         this apply) nor carries; said, counted and told. ``homes``: the load balancers this apply tags."""
         context = self._context
-        carried = inventory.carriers().keys() | load_balancers.carriers().keys()
+        # A name one of our servers holds as a plain alias is answered by that CNAME: the plan refuses it
+        # (plain_alias, naming its holder), more precisely than DNS would.
+        plain = inventory.plain_aliases(context.options.dns_domain).keys()
+        carried = inventory.carriers().keys() | load_balancers.carriers().keys() | plain
         asked = new_names(
             publish, {label for label in publish if context.dns_name(label) in claimed}, carried
         )
