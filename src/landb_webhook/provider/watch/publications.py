@@ -229,6 +229,8 @@ def from_json(text: str) -> dict[str, _Entry]:
         found = json.loads(text)
         if not isinstance(found, dict):
             raise ValueError("an object by DNS name was expected")
+        if not found:  # nothing stored yet: the state store's default
+            return {}
         if found["format"] != FORMAT:
             raise ValueError(f"format {found['format']!r} is not one this version reads")
         sets = [_ips(ips) for ips in found["sets"]]
