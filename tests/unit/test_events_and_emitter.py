@@ -18,6 +18,7 @@ from landb_webhook.provider.watch.events import (
     EventLedger,
     NameChange,
     intent,
+    note,
     source_of,
 )
 from support.fake_time import FakeTime
@@ -395,3 +396,13 @@ def test_an_event_on_a_deleted_object_is_counted_and_not_warned_about() -> None:
         drain(emitter, clock)
     assert [line for line in logs if line["log_level"] != "debug"] == []
     assert events_total(metrics, "object_gone") == 1
+
+
+def test_a_note_is_printable_only_whatever_name_the_object_asked_for() -> None:
+    """A host outside the zone reaches the note as its Ingress spelled it: terminal escapes and a
+    right-to-left override are written as escapes, never sent raw into `kubectl describe`."""
+    asked = "evil\x1b[2J\u202egro.nrec.ch"
+    told = note(NameChange(asked, "refused", f"'{asked}' is not in the cern.ch zone", "other_zone"))
+
+    assert told.isprintable()
+    assert "\\x1b[2J\\u202egro.nrec.ch not published" in told

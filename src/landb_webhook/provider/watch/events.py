@@ -42,6 +42,7 @@ from typing import Protocol
 from landb_webhook.backends import KubeEvent, ObjectRef
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import Transition
+from landb_webhook.logs import printable
 
 SOURCE_LABEL = "resource"
 """The endpoint label naming the object behind it (external-dns ``endpoint.ResourceLabelKey``)."""
@@ -201,8 +202,9 @@ def intent(regarding: ObjectRef, change: NameChange) -> EventIntent | None:
 
 
 def note(change: NameChange) -> str:
-    """The sentence the owner reads: the name, what happened, and what to do when it needs them."""
-    name, detail = change.name, change.detail
+    """The sentence the owner reads: the name, what happened, and what to do when it needs them. Printable
+    only: a name outside the zone comes as its object asked for it, escapes and all."""
+    name, detail = printable(change.name), printable(change.detail)
     match change.what:
         case "written":
             return f"{name} written on {detail}; {DNS_PENDING_NOTE}"
