@@ -27,6 +27,8 @@ PREFIX = "landb_webhook"
 REQUEST_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0)
 
 # One Nova call takes well under a second; a slow one is cut at the upstream timeout (5 s by default).
+DNS_PUBLICATION_BUCKETS = (60.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0, 14400.0)
+"""Seconds from a write to DNS answering it: LanDB publishes every 15 minutes, so most land by 1800."""
 OPENSTACK_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 WRITE_OPERATIONS = ("post", "delete")
@@ -70,6 +72,8 @@ REFUSAL_REASONS = (
 )
 """``refused_changes_total`` reasons: the provider's own, plus landb.plan's Refusal kinds (``capacity`` is
 counted as ``plan``). tests/unit/test_webhook_metrics.py checks the code uses no other."""
+HOLD_BACK_REASONS = ("carrier_not_written", "removal_guard")
+"""``removals_held_back_total`` reasons."""
 DROP_REASONS = (
     "record_type",
     "plain_alias",
@@ -174,6 +178,11 @@ class Metrics:
     """Names by what DNS answers (``state``: pending, published, stale, conflict, unknown, shared)."""
     dns_oldest_pending_seconds: Gauge
     """Seconds the longest-pending name has waited for DNS since its write (0 when none waits)."""
+    dns_publication_seconds: Histogram
+    """Seconds from a name's write to DNS first answering it as written (pending -> published)."""
+    removals_held_back_total: Counter
+    """Aliases whose removal an apply held back, by ``reason``: ``carrier_not_written`` (the addition
+    elsewhere did not land) or ``removal_guard`` (a namespace's mass removal, until the operator decides)."""
     dns_queries_total: Counter
     """Questions the DNS watcher asked, by ``result``: ``answered`` or ``no_answer`` (resolver failed)."""
     events_total: Counter
@@ -350,6 +359,18 @@ class Metrics:
                 "Seconds the longest-pending name has waited for DNS since its write (0: none waits).",
                 registry=registry,
             ),
+            dns_publication_seconds=Histogram(
+                f"{PREFIX}_dns_publication_seconds",
+                "Seconds from a name's write to DNS first answering it as written.",
+                buckets=DNS_PUBLICATION_BUCKETS,
+                registry=registry,
+            ),
+            removals_held_back_total=Counter(
+                f"{PREFIX}_removals_held_back_total",
+                "Aliases whose removal an apply held back, by reason (carrier_not_written|removal_guard).",
+                ["reason"],
+                registry=registry,
+            ),
             dns_queries_total=Counter(
                 f"{PREFIX}_dns_queries_total",
                 "DNS questions the watcher asked, by result (answered|no_answer).",
@@ -385,6 +406,8 @@ class Metrics:
             metrics.refused_changes_total.labels(reason=reason)
         for reason in DROP_REASONS:
             metrics.dropped_endpoints_total.labels(reason=reason)
+        for reason in HOLD_BACK_REASONS:
+            metrics.removals_held_back_total.labels(reason=reason)
         for ownership in ALIAS_OWNERSHIP:
             metrics.aliases_published.labels(ownership=ownership)
             metrics.load_balancer_aliases.labels(ownership=ownership)

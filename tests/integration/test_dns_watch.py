@@ -128,6 +128,14 @@ def test_a_written_name_is_pending_until_dns_answers_its_carriers_then_published
         "pub.cern.ch resolves to its 3 ingress nodes, 11 min after the write",
     ]
     assert (world.gauge("published"), world.gauge("pending")) == (1, 0)
+    timed = world.metrics.registry.get_sample_value
+    assert (
+        timed("landb_webhook_dns_publication_seconds_count"),
+        timed("landb_webhook_dns_publication_seconds_sum"),
+    ) == (
+        1,
+        660,
+    )  # timed once, at its change to published: 11 minutes after the write
 
 
 def test_a_carrier_that_left_is_stale_until_dns_drops_it(knot: KnotServer, world: Watching) -> None:

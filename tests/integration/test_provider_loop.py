@@ -371,6 +371,7 @@ def test_a_removal_waits_until_the_new_carrier_is_written(make_cluster: Any) -> 
     with pytest.raises(ApplyError, match="removal held back"):
         cluster.loop()
     assert cluster.aliases(old) == {"app": 0} and cluster.aliases(new) == {}
+    assert cluster.gauge("removals_held_back_total", reason="carrier_not_written") == 1
 
     cluster.lock(new, locked=False)
     cluster.settle()

@@ -57,6 +57,7 @@ def test_removing_more_than_the_share_is_held_back_and_the_addition_lands(make_c
         cluster.loop()
     assert len(api_writes(cluster.sim)) == writes_before
     assert [entry for entry in logs if entry["log_level"] == "error"] == []
+    assert counted(cluster.metrics, "removals_held_back_total", reason="removal_guard") == 12  # 6, twice
 
 
 def test_names_a_frozen_copy_keeps_on_the_air_are_not_counted_as_removed(make_cluster: Any) -> None:

@@ -595,6 +595,9 @@ class Applier:
         )
         self._state.window = guarded.window
         gated.withdraw.difference_update(guarded.held_labels())
+        self._context.metrics.removals_held_back_total.labels(reason="removal_guard").inc(
+            len(guarded.held_labels())
+        )
         for held in guarded.held:
             gated.refused.append(held.reason)
             for label in held.labels:
@@ -851,6 +854,9 @@ class Applier:
         )
 
     def _finish(self, outcome: Outcome, refused: list[str]) -> None:
+        held = {t.label for p in outcome.held_back for t in p.removed}
+        held.update(label for write in outcome.tags.held_back for label in write.remove)
+        self._context.metrics.removals_held_back_total.labels(reason="carrier_not_written").inc(len(held))
         problems = [f.reason for f in outcome.failures] + refused
         problems += [f"{p.server.node_name}: removal held back" for p in outcome.held_back]
         if problems:

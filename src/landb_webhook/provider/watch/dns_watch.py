@@ -209,10 +209,23 @@ class DnsWatch:
         if change is not None:
             self._say(change)
             self._events.tell_dns(change)
+            self._time_publication(change)
         if current.known is State.PUBLISHED:
             self._published.settled(name)
         elif current.known is State.GONE:
             self._published.forget(name)
+
+    def _time_publication(self, change: Transition) -> None:
+        """A name written, then seen published: how long LanDB took (a name already published when the
+        watcher first looked, at start-up, is not timed)."""
+        written_at = change.published.written_at
+        if (
+            self._metrics is not None
+            and change.after.known is State.PUBLISHED
+            and change.before is not None
+            and written_at is not None
+        ):
+            self._metrics.dns_publication_seconds.observe(max(0.0, change.at - written_at))
 
     def _say(self, change: Transition) -> None:
         known, published = change.after.known, change.published
