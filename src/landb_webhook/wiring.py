@@ -223,17 +223,14 @@ def ownership_namespace_hint(settings: Settings, error: UpstreamError) -> str | 
 
 
 def ownership_store(
-    settings: Settings, api_client: ApiClient, *, owner_checked: bool = True, **watch_overrides: Any
+    settings: Settings, api_client: ApiClient, **watch_overrides: Any
 ) -> ConfigMapOwnershipStore:
-    """``owner_checked``: only the records of LANDB_TXT_OWNER_ID (``serve``); ``status`` and ``adopt`` see
-    every record, so that they show who holds a name and never claim over another owner."""
     return ConfigMapOwnershipStore(
         core_api(api_client),
         namespace=ownership_namespace(settings).name,
         name=settings.ownership_configmap,
         request_timeout=settings.upstream_timeout,
         watch=watch_options(settings, **watch_overrides),
-        owner_id=settings.txt_owner_id if owner_checked else None,
     )
 
 
@@ -313,15 +310,11 @@ def _refuse_unverified_tls(settings: Settings, *, kubernetes: bool, openstack: b
 
 
 def build_backends(
-    settings: Settings,
-    *,
-    metrics: Metrics | None = None,
-    clock: Callable[[], float] = time.time,
-    owner_checked: bool = True,
+    settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
 ) -> tuple[Backends, Resources]:
     """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
     authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
-    ``metrics``, when given, count the OpenStack calls; ``owner_checked``: see :func:`ownership_store`."""
+    ``metrics``, when given, count the OpenStack calls."""
     if settings.os_cacert is not None and not settings.os_cacert.is_file():
         raise SettingError("os_cacert", f"{settings.os_cacert} is not a readable file (a CA bundle, PEM)")
     if settings.os_cloud_conf is not None:
@@ -346,7 +339,7 @@ def build_backends(
     ownership: OwnershipStore
     state: StateStore
     if settings.ownership_store == "configmap":
-        ownership = ownership_store(settings, api_client, owner_checked=owner_checked)
+        ownership = ownership_store(settings, api_client)
         state = state_store(settings, api_client)
     else:
         ownership = InMemoryOwnershipStore()
@@ -530,7 +523,7 @@ def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[B
 
     Raises UpstreamError when the node list does not arrive within ``sync_timeout`` seconds.
     """
-    ports, resources = build_backends(settings, owner_checked=False)
+    ports, resources = build_backends(settings)
     try:
         host = _reach_kubernetes(settings)
         ports.nodes.start()

@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from structlog.testing import capture_logs
 
 from landb_webhook.adapters import ownership as ownership_adapter
 from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, ConfigMapOwnershipStore
@@ -425,24 +424,3 @@ def test_a_cache_too_old_is_not_trusted_records_read_fresh(
     now[0] += 61  # no list or watch has ended well for longer than the bound
     assert names(store) == ["a-app.cern.ch"]
     assert [call.method for call in configmap_requests(simulator.state)] == ["GET"]
-
-
-# -- the owner id (issue 36) -------------------------------------------------------------------------------
-
-
-def test_a_claim_of_another_owner_id_is_not_ours_ignored_and_said_once(
-    make_configmap_store: MakeStore,
-) -> None:
-    """Anyone who can write the ConfigMap (or a second cluster sharing it) could store a claim: only those
-    written for the configured owner id (external-dns' --txt-owner-id) are the webhook's."""
-    ours, theirs = txt("a-app.cern.ch", owner="my-cluster"), txt("a-web.cern.ch", owner="intruder")
-    make_configmap_store().apply([ours, theirs], [])
-    store = make_configmap_store(owner_id="my-cluster")
-
-    with capture_logs() as logs:
-        first, second = store.records(), store.records()
-
-    assert first == second == [ours]
-    [said] = [line for line in logs if line["event"].startswith("ownership record of another owner ignored")]
-    assert (said["record"], said["owner"], said["owner_id"]) == ("a-web.cern.ch", "intruder", "my-cluster")
-    assert make_configmap_store().records() == [ours, theirs]  # without an owner id, every claim counts

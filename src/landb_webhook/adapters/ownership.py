@@ -33,9 +33,7 @@ moves to a higher-numbered one, which is written first; a reader that sees a rec
 the highest-numbered copy, so a record is never missing, even between the two writes.
 
 Only ConfigMaps labelled ``app.kubernetes.io/managed-by=landb-webhook`` are read (one labelled
-LIST); a same-named ConfigMap without that label is someone else's and is never overwritten. With an owner
-id (external-dns' ``--txt-owner-id``, LANDB_TXT_OWNER_ID), a record whose ``external-dns/owner=`` is another
-(or none) is not ours: left out of records(), and said once per record name.
+LIST); a same-named ConfigMap without that label is someone else's and is never overwritten.
 RBAC needed in the namespace: configmaps get, list, watch, create, update.
 """
 
@@ -77,7 +75,6 @@ _MAX_KEY_LENGTH = 253
 _PLAIN_KEY = re.compile(r"[-.a-zA-Z0-9]{1,253}")
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^-.a-zA-Z0-9]+")
 _HASH_LENGTH = 16
-_OWNER_FIELD = "external-dns/owner="
 _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409
 
@@ -94,16 +91,6 @@ def data_key(record: Endpoint) -> str:
     digest = hashlib.sha256(identity).hexdigest()[:_HASH_LENGTH]
     readable = _UNSAFE_KEY_CHARACTERS.sub("-", name).lstrip(".")[: _MAX_KEY_LENGTH - _HASH_LENGTH - 1]
     return f"{readable or 'record'}_{digest}"
-
-
-def owner_in(record: Endpoint) -> str | None:
-    """The ``external-dns/owner=`` of a TXT record's value (``"heritage=external-dns,external-dns/owner=x"``
-    and more fields), None when it names none."""
-    for target in record.targets:
-        for field_ in target.strip('"').split(","):
-            if field_.startswith(_OWNER_FIELD):
-                return field_.removeprefix(_OWNER_FIELD)
-    return None
 
 
 def encode_record(record: Endpoint) -> str:
@@ -188,14 +175,9 @@ class ConfigMapOwnershipStore:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_attempts: int = 5,
         watch: WatchOptions | None = None,
-        owner_id: str | None = None,
     ) -> None:
-        """``watch``: how the cache lists and watches once start()ed (default: ``request_timeout``);
-        ``owner_id``: only records of this owner are read (None: every record)."""
+        """``watch``: how the cache lists and watches once start()ed (default: ``request_timeout``)."""
         self._api = api
-        self._owner_id = owner_id
-        self._foreign_said: set[str] = set()
-        """Names of the records of another owner already said: each once (bounded by what is stored)."""
         self._namespace = namespace
         self._name = name
         self._request_timeout = request_timeout
@@ -261,29 +243,8 @@ class ConfigMapOwnershipStore:
                         error=str(exc),
                     )
                     continue
-                if not self._ours(record):
-                    continue
                 found[ownership_key(record)] = record
         return [found[key] for key in sorted(found)]
-
-    def _ours(self, record: Endpoint) -> bool:
-        """Without an owner id, every record; with one, those that name it as their owner."""
-        if self._owner_id is None:
-            return True
-        owner = owner_in(record)
-        if owner == self._owner_id:
-            return True
-        if record.dns_name not in self._foreign_said:
-            self._foreign_said.add(record.dns_name)
-            log.warning(
-                "ownership record of another owner ignored: not ours",
-                record=record.dns_name,
-                owner=owner,
-                owner_id=self._owner_id,
-                hint="written by another external-dns (another --txt-owner-id) or by hand; "
-                "LANDB_TXT_OWNER_ID must be external-dns' --txt-owner-id",
-            )
-        return False
 
     def apply(self, upserts: Sequence[Endpoint], deletes: Sequence[Endpoint]) -> None:
         """A record both upserted and deleted is upserted (an update's old and new share a key)."""
