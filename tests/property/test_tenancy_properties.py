@@ -82,6 +82,12 @@ def test_the_owner_keeps_its_name_in_either_order_and_a_merged_endpoint_keeps_th
     assert with_owner(asking(None, *NODES), A_SITE).label("resource") is None
 
 
+def test_an_object_of_the_owners_namespace_asking_keeps_its_own_resource() -> None:
+    """An Ingress moved to an HTTPRoute of the same namespace: the route is who asks now (its events)."""
+    route = A_SITE.replace("ingress/", "httproute/", 1)
+    assert with_owner(asking(route, *NODES), A_SITE).label("resource") == route
+
+
 def test_without_a_claim_the_smallest_targets_then_the_smallest_resource_keep_it() -> None:
     a, b = asking(A_SITE, "10.0.0.9"), asking(B_GRAB, "10.0.0.1")
     assert chosen_asker([a, b], None) == 1

@@ -15,8 +15,9 @@ endpoint without a ``resource`` label comes from a source only the operator conf
 2. **Owner first.** Among the resources asking for one name, the one its claim names keeps it, whatever
    the order they came in; when the claim names none of them (or there is no claim), the one external-dns'
    planner would pick for a create (the smallest targets, plan/conflict.go ``ResolveCreate``), then the
-   smallest resource, so that no order decides. The name keeps its owner's ``resource``, so its claim is
-   never rewritten to another namespace's object by an update.
+   smallest resource, so that no order decides. An endpoint asked under another namespace's ``resource``
+   keeps its owner's, so its claim is never rewritten to another namespace's object by an update; one of
+   the owner's namespace keeps its own (an Ingress moved to an HTTPRoute: the events follow the route).
 3. **Load balancers by namespace.** A target that is a load balancer's address publishes the name on it
    only when that load balancer belongs to a Service of the namespace judged (the openstack cloud
    controller manager names it ``kube_service_<cluster>_<namespace>_<service>`` and describes it as
@@ -32,6 +33,7 @@ endpoint without a ``resource`` label comes from a source only the operator conf
 | a name asked by team-a (its claim's resource) and b   | team-a's, in either order; b refused        | 2    |
 | a name asked by two resources, no claim               | smallest targets, then smallest resource    | 2    |
 | team-b's endpoint of team-a's name (merged targets)   | kept with team-a's resource                 | 2    |
+| team-a's HTTPRoute asking for its Ingress's name      | kept with the route's resource (events)     | 2    |
 | a target of team-b's load balancer, name owned by a   | that target refused; the rest as before     | 3    |
 | a target of the asker's own namespace's LB            | published on it                             | 3    |
 | a load balancer not made by the controller manager    | only through LANDB_SHARED_LOAD_BALANCERS    | 3    |
@@ -160,9 +162,10 @@ def chosen_asker(candidates: Sequence[Endpoint], owner: str | None) -> int:
 
 
 def with_owner(endpoint: Endpoint, owner: str | None) -> Endpoint:
-    """``endpoint`` carrying its name's owner as its ``resource`` (rule 2), so that the claim external-dns
-    writes with an update names the owner still."""
-    if owner is None or endpoint.label(RESOURCE_LABEL) in (owner, None):
+    """``endpoint`` carrying its name's owner as its ``resource`` when another namespace's object asks
+    (rule 2), so that the claim external-dns writes with an update names the owner's namespace still."""
+    asker = endpoint.label(RESOURCE_LABEL)
+    if owner is None or asker in (owner, None) or namespace_of(asker) == namespace_of(owner):
         return endpoint
     labels = tuple(sorted({**dict(endpoint.labels), RESOURCE_LABEL: owner}.items()))
     return Endpoint(
