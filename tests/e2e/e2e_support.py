@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import IO, Any
 
 from landb_simulator import ClientConfig, Simulator
 from landb_webhook.config import Settings
+from support.waiting import eventually
 
 EXTERNAL_DNS_VERSION = "v0.22.0"
 INSTALL_HINT = "run scripts/install-external-dns.sh"
@@ -402,6 +404,28 @@ class WebhookProcess:
         assert self._process is not None, "the webhook is not running"
         self._process.kill()
         self._process.wait()
+
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP, as a node that stalls (swap, a starved VM, a debugger); returns once *every* thread of
+        the process has stopped. The signal is taken by one thread, which then stops the others: until
+        the kernel has given that thread a CPU, the others run on (on a loaded machine, long enough to read
+        a reply, pass the write fence and start the next request). Called where the process must not
+        take one more step, as in a simulator observer before the reply leaves."""
+        assert self._process is not None, "the webhook is not running"
+        os.kill(self._process.pid, signal.SIGSTOP)
+        eventually(self._stopped, what=f"pid {self._process.pid} to stop", timeout=timeout, every=0.001)
+
+    def thaw(self) -> None:
+        """SIGCONT: a frozen process goes on from where it stopped."""
+        assert self._process is not None, "the webhook is not running"
+        os.kill(self._process.pid, signal.SIGCONT)
+
+    def _stopped(self) -> bool:
+        """Whether the group stop is complete: the kernel reports it to the parent (this process) once,
+        when the last thread has stopped."""
+        assert self._process is not None
+        pid, status = os.waitpid(self._process.pid, os.WUNTRACED | os.WNOHANG)
+        return pid == self._process.pid and os.WIFSTOPPED(status)
 
     @property
     def pid(self) -> int:

@@ -8,8 +8,6 @@ Short lease timings make the takeover quick; every wait is on a condition with a
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -157,20 +155,35 @@ def external_dns_loop(process: WebhookProcess, *labels: str) -> HttpLoop:
         return loop_over_http(client, desired(*labels), owner=OWNER)
 
 
+def write_order(simulator: Simulator, since: int = 0) -> str:
+    """The metadata writes that landed (from the ``since``-th on), in order: what a failure says."""
+    names = {server.id: server.name for server in simulator.state.servers()}
+    return "\n".join(
+        f"#{change.seq} {names.get(change.server_id, change.server_id)} {change.method} "
+        f"{sorted(token.label for token in read_aliases(change.metadata).load_tokens())}"
+        for change in simulator.state.metadata_history()[since:]
+        if change.method != "direct"
+    )
+
+
 def test_a_holder_frozen_mid_apply_sends_nothing_more_once_another_replica_took_over(
     simulator: Simulator, replicas: list[WebhookProcess]
 ) -> None:
     holder_process, standby = replicas
-    holder_pid = holder_process.pid
     assert external_dns_loop(holder_process, "grafana").succeeded
     assert claimed(simulator) == {"grafana"}
 
     frozen = threading.Event()
+    freeze_failed: list[BaseException] = []
 
     def freeze_after_first_write(change: MetadataChange) -> None:
-        # Called as the write lands, before its reply leaves: the holder is waiting for that reply.
+        # Called as the write lands, before its reply leaves: the holder is waiting for that reply, and
+        # the reply leaves only once every thread of the holder has stopped (WebhookProcess.freeze).
         if change.method != "direct" and not frozen.is_set():
-            os.kill(holder_pid, signal.SIGSTOP)
+            try:
+                holder_process.freeze()
+            except BaseException as error:  # said by the test's thread, not the simulator's
+                freeze_failed.append(error)
             frozen.set()
 
     simulator.state.observe_metadata_changes(freeze_after_first_write)
@@ -179,17 +192,26 @@ def test_a_holder_frozen_mid_apply_sends_nothing_more_once_another_replica_took_
         try:
             wait_for(frozen.is_set, "the holder's first write of app")
             simulator.state.observe_metadata_changes(None)
+            assert not freeze_failed, freeze_failed
             wait_for_takeover(simulator, standby, "from the frozen holder")
             taken_over = external_dns_loop(standby, "app", "login")  # grafana goes, login comes
             assert taken_over.succeeded, taken_over.statuses
         finally:
-            os.kill(holder_pid, signal.SIGCONT)
+            landed_before_thaw = len(simulator.state.metadata_history())
+            holder_process.thaw()
         woken = stale.result(timeout=60)
 
     assert woken.statuses[-1] == 503  # the rest of its apply abandoned
     assert '"apply abandoned: writer lease no longer certain' in holder_process.log_text()
-    # Nothing the new holder wrote was undone: every node carries what it wrote, with a claim each.
-    assert published_per_node(simulator) == {name: {"app", "login"} for name in published_per_node(simulator)}
+    # Once woken it sent nothing more, so nothing the new holder wrote was undone: every node carries what
+    # it wrote, with a claim each.
+    assert not write_order(simulator, landed_before_thaw), (
+        f"writes landed after the frozen holder woke up:\n{write_order(simulator, landed_before_thaw)}\n"
+        f"every write:\n{write_order(simulator)}"
+    )
+    assert published_per_node(simulator) == {
+        name: {"app", "login"} for name in published_per_node(simulator)
+    }, write_order(simulator)
     assert claimed(simulator) == {"app", "login"}
     # And the next loop, on the holder, finds nothing left to do.
     settled = external_dns_loop(standby, "app", "login")
