@@ -66,12 +66,14 @@ ensure_image_tools mmdebstrap buildah podman runc
 [[ -r "$KEYRING" ]] || cannot_run "$KEYRING missing: apt-get install debian-archive-keyring"
 
 start_seconds=$SECONDS
-if [[ ! -s "$base_tar" ]]; then
+if [[ ! -f "$base_tar" ]]; then
+  # A tarball (--format=tar), whose sha256 is recorded: a directory left by an earlier version is made anew.
+  rm -rf "$base_tar" "$base_tar.partial"
   mkdir -p "$cache_dir"
   say "making the $SUITE root filesystem ($BASE_PACKAGES) with mmdebstrap"
   dpkg_options=()
   for option in "${DPKG_OPTIONS[@]}"; do dpkg_options+=("--dpkgopt=$option"); done
-  mmdebstrap --quiet --variant=apt --include="$BASE_PACKAGES" --keyring="$KEYRING" \
+  mmdebstrap --quiet --format=tar --variant=apt --include="$BASE_PACKAGES" --keyring="$KEYRING" \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "${dpkg_options[@]}" \
     --customize-hook="$CUSTOMIZE" "$SUITE" "$base_tar.partial" "${MIRRORS[@]}"
   (cd "$cache_dir" && sha256sum "$(basename "$base_tar.partial")" | sed 's/\.partial$//' >"$base_tar.sha256")

@@ -47,10 +47,12 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TRUST_CLOUD = "simulator-trust"  # how a Magnum cluster's trustee logs in
 
 NAME = "smoke.cern.ch"
+OWNER = yaml.safe_load(CHART_VALUES.read_text())["txtOwnerId"]
+"""external-dns' --txt-owner-id as the chart sets it (and LANDB_TXT_OWNER_ID with it): the claim is ours."""
 CLAIM = Endpoint(
     f"a-{NAME}",
     "TXT",
-    ('"heritage=external-dns,external-dns/owner=smoke,external-dns/resource=ingress/default/smoke"',),
+    (f'"heritage=external-dns,external-dns/owner={OWNER},external-dns/resource=ingress/default/smoke"',),
     labels=(("ownedRecord", NAME),),
 )
 POLL_SECONDS = 0.2
