@@ -33,9 +33,9 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState, carriers
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.apply.applier import Outcome, write_in_order
 from landb_webhook.provider.apply.executor import PlanExecutor
 from landb_webhook.provider.apply.fence import UNFENCED
+from landb_webhook.provider.apply.writes import Outcome, write_in_order
 
 HOLD_LIMIT = 10.0
 """Seconds a held request waits for the pool to fill before the test fails (never reached when the

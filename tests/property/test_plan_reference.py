@@ -56,7 +56,7 @@ def straightforward_plan(
             if index is None:
                 removes[server.server_id].extend(mine)
                 if pinned[server.server_id]:
-                    refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
+                    refusals.append(Refusal(label, "frozen", "held in a key or form we never edit", server))
                 continue
             if index in pinned[server.server_id]:
                 keeping = None
@@ -65,7 +65,7 @@ def straightforward_plan(
                 if keeping is None and label in plain:
                     holder = plain[label].node_name
                     reason = f"plain (CNAME) alias {label} is set on {holder}: no A record may join it"
-                    plain_refusals.append(Refusal(label, server, reason, "plain_alias"))
+                    plain_refusals.append(Refusal(label, "plain_alias", reason, server))
                 elif keeping is None:
                     adds[server.server_id].append(LoadToken(label, index))
             removes[server.server_id].extend((text, token) for text, token in mine if text != keeping)

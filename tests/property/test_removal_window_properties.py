@@ -12,7 +12,6 @@ from landb_replay import apply_plan
 from landb_strategies import LABEL_POOL, fleets
 
 from landb_webhook.landb.plan import ServerState, carriers, frozen_carriers, plan_changes
-from landb_webhook.metrics import Metrics
 from landb_webhook.provider import RemovalGuard
 from landb_webhook.provider.apply.removals import RemovalWindow, guard_removals
 
@@ -202,7 +201,6 @@ def test_the_guard_counts_exactly_the_withdrawn_names_left_with_no_carrier_once_
         staying=frozen_carriers(fleet),
         now=START,
         dry_run=False,
-        metrics=Metrics.create(process_metrics=False),
     ).window
     assert (window.applies[-1].withdrawn if window.applies else frozenset()) == gone
 
@@ -233,7 +231,6 @@ def guarded(whose: dict[str, str], withdraw: set[str], created: set[str], window
         namespaces=whose,
         now=START,
         dry_run=False,
-        metrics=Metrics.create(process_metrics=False),
     )
 
 
@@ -255,7 +252,6 @@ def test_a_namespace_is_held_back_exactly_as_if_it_were_alone(
         staying={},
         now=START,
         dry_run=False,
-        metrics=Metrics.create(process_metrics=False),
     )
     held_together = {label for label in together.held_labels() if whose[label] == team}
     assert held_together == alone.held_labels()

@@ -20,9 +20,9 @@ from landb_webhook.backends import Node, Server
 from landb_webhook.deadline import answering_by, reply_deadline
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.apply.applier import write_in_order
 from landb_webhook.provider.apply.executor import PlanExecutor
 from landb_webhook.provider.apply.fence import UNFENCED
+from landb_webhook.provider.apply.writes import write_in_order
 from landb_webhook.webhook.api import ProviderCalls
 
 

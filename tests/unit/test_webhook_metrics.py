@@ -9,6 +9,7 @@ from prometheus_client import generate_latest
 
 import landb_webhook
 from landb_webhook.metrics import DROP_REASONS, REFUSAL_REASONS, Metrics
+from landb_webhook.provider.refusals import KINDS
 
 SOURCE = Path(landb_webhook.__file__).parent
 
@@ -107,9 +108,9 @@ KIND_ARGUMENT = {"drop": 2, "InvalidName": 1}
 
 
 def reasons_in_source() -> tuple[set[str], set[str]]:
-    """The refusal and drop reasons the code can count: literals passed to the two counters, to
-    ``Context.drop``, to landb's ``InvalidName`` and ``Refusal`` (whose ``capacity`` is counted as
-    ``plan``)."""
+    """The refusal kinds the code refuses with (literals given to ``Refusal`` and ``Refusals.refuse``, second
+    argument, and to provider.refusals' ``count``) and the drop reasons it can count (literals passed to
+    the counter, to ``Context.drop`` and to landb's ``InvalidName``)."""
     refused, dropped = set(), set()
     for path in SOURCE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -127,18 +128,24 @@ def reasons_in_source() -> tuple[set[str], set[str]]:
             elif name in KIND_ARGUMENT and len(node.args) > KIND_ARGUMENT[name]:
                 if kind := _constant(node.args[KIND_ARGUMENT[name]]):
                     dropped.add(kind)
-            elif name == "Refusal":
-                kind = keywords.get("kind") or (_constant(node.args[3]) if len(node.args) > 3 else None)
-                refused.add("plan" if kind in (None, "capacity") else kind)
+            elif name in ("Refusal", "refuse") and len(node.args) > 1:
+                if kind := _constant(node.args[1]):
+                    refused.add(kind)
+            elif name == "count" and len(node.args) > 1 and isinstance(node.args[1], ast.List):
+                refused.update(kind for element in node.args[1].elts if (kind := _constant(element)))
     return refused, dropped
 
 
 def test_every_reason_the_code_counts_is_known_at_start_up() -> None:
+    """Every kind refused with has its row in provider.refusals.KINDS, and every reason a row counts as
+    exists at zero from start-up."""
     refused, dropped = reasons_in_source()
 
-    assert {"not_owned", "removal_guard", "frozen", "writer_lease_lost"} <= refused  # the scan sees them
+    assert {"not_owned", "removal_guard", "frozen", "capacity", "writer_lease_lost"} <= refused  # seen
     assert {"record_type", "wildcard"} <= dropped
-    assert refused <= set(REFUSAL_REASONS), "add the new reason to metrics.REFUSAL_REASONS"
+    assert refused <= KINDS.keys(), "add the new kind to provider.refusals.KINDS"
+    counted = {kind.counted_as for kind in KINDS.values() if kind.counted_as is not None}
+    assert counted <= set(REFUSAL_REASONS), "add the new reason to metrics.REFUSAL_REASONS"
     assert dropped <= set(DROP_REASONS), "add the new reason to metrics.DROP_REASONS"
 
 

@@ -17,9 +17,9 @@ from landb_webhook.deadline import reply_deadline
 from landb_webhook.landb.names import LoadToken
 from landb_webhook.landb.plan import MetadataWrite, ServerPlan, ServerState
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.apply.applier import write_in_order
 from landb_webhook.provider.apply.executor import PlanExecutor
 from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost
+from landb_webhook.provider.apply.writes import write_in_order
 
 MARGIN = 5.0
 

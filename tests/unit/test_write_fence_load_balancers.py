@@ -11,10 +11,10 @@ from landb_webhook.backends import LoadBalancer
 from landb_webhook.deadline import reply_deadline
 from landb_webhook.landb.loadbalancers import TagPlan, TagWrite
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.apply.applier import write_in_order
 from landb_webhook.provider.apply.executor import PlanExecutor
 from landb_webhook.provider.apply.fence import WriteFence
 from landb_webhook.provider.apply.loadbalancers import LoadBalancerPath, LoadBalancers, TagWrites
+from landb_webhook.provider.apply.writes import write_in_order
 
 
 class CountingLoadBalancers:

@@ -77,16 +77,18 @@ class ServerPlan:
 
 
 class Refusal(NamedTuple):
-    """A change the rules forbid; it is not written, the rest of the plan still is.
+    """A change not written, and why; the rest of the apply still is. Every stage of an apply refuses with
+    this one value (provider.apply.refusals tells them all), the plan one per (alias, server).
 
     A tuple, not a frozen dataclass: a cluster over its quota refuses 400,000 of them in every loop."""
 
     label: str
-    server: ServerState
+    kind: str
+    """A fixed word, for metrics and to tell them apart: the plan's are ``frozen`` (held in a form we never
+    edit), ``plain_alias`` (the name is a CNAME alias) or ``capacity`` (value length, metadata quota)."""
     reason: str
-    kind: str = "capacity"
-    """``frozen`` (held in a form we never edit), ``plain_alias`` (the name is a CNAME alias) or
-    ``capacity`` (value length, metadata quota): a fixed word for metrics, and to tell them apart."""
+    server: ServerState | None = None
+    """The server that cannot take it (the plan's); None: refused wherever it would go."""
 
 
 def metadata_after(plan: ServerPlan) -> dict[str, str]:
@@ -237,7 +239,7 @@ def plan_changes(
                 gone = leaves if label in leaving and not wanted[label] else removes
                 gone[sid].extend((text, LoadToken(label, n)) for text, _, n in mine)
                 if pinned.get(sid):
-                    refusals.append(Refusal(label, server, "held in a key or form we never edit", "frozen"))
+                    refusals.append(Refusal(label, "frozen", "held in a key or form we never edit", server))
                 continue
             if index in pinned.get(sid, ()):
                 keeping = None  # carried in a form we never edit: no token of ours is needed
@@ -246,7 +248,7 @@ def plan_changes(
                 if keeping is None and label in plain:
                     holder = plain[label].node_name
                     reason = f"plain (CNAME) alias {label} is set on {holder}: no A record may join it"
-                    plain_refusals.append(Refusal(label, server, reason, "plain_alias"))
+                    plain_refusals.append(Refusal(label, "plain_alias", reason, server))
                 elif keeping is None:
                     adds[sid].append(LoadToken(label, index))
             removes[sid].extend((text, LoadToken(label, n)) for text, _, n in mine if text != keeping)
@@ -372,14 +374,14 @@ def _additions(
     )
     if free_keys < 0:
         reason = f"holds {left.keys} metadata keys, {of_quota}"
-        return _Additions(left.slots, (), [Refusal(t.label, server, reason) for t in adds])
+        return _Additions(left.slots, (), [Refusal(t.label, "capacity", reason, server) for t in adds])
     rendered = {t.render(): t for t in adds}
     try:
         packed = add_tokens_within(
             left.slots, rendered, max_length, unavailable=left.found.frozen_slot_numbers(), new_keys=free_keys
         )
     except ValueTooLong as exc:
-        return _Additions(left.slots, (), [Refusal(t.label, server, str(exc)) for t in adds])
+        return _Additions(left.slots, (), [Refusal(t.label, "capacity", str(exc), server) for t in adds])
     if not packed.left_out:
         return _Additions(packed.layout, tuple(sorted(adds)), [])
     reason = f"no room left in its metadata keys, {of_quota}"
@@ -387,7 +389,7 @@ def _additions(
     return _Additions(
         packed.layout,
         tuple(sorted(t for text, t in rendered.items() if text not in left_out)),
-        [Refusal(rendered[text].label, server, reason) for text in packed.left_out],
+        [Refusal(rendered[text].label, "capacity", reason, server) for text in packed.left_out],
     )
 
 

@@ -9,7 +9,8 @@ answers for it (the rule: landb.first_look); this module asks, and says what it 
   not answered is held back, and asked again by the next apply;
 - a refusal (DNS answers another device or a CNAME) writes nothing and stores no claim; it is counted in
   ``refused_changes_total{reason="dns_elsewhere"}``, said once an hour per name, told to the objects asking
-  for the name (a ``Refused`` event saying what DNS answers and what to do) and kept for ``status``
+  for the name (a ``Refused`` event saying what DNS answers and what to do: provider.refusals) and kept for
+  ``status``
   (provider.read.dns_refusals). It is no failure of the apply: the rest of the change set lands and the
   answer is 204, so that one name taken elsewhere never blocks external-dns; external-dns asks for it
   again every loop, and it is asked again each time;
@@ -35,7 +36,7 @@ from landb_webhook.provider.apply.loadbalancers import LoadBalancers
 from landb_webhook.provider.context import Context, named
 from landb_webhook.provider.read.dns_refusals import DnsRefusal, DnsRefusals
 from landb_webhook.provider.read.inventory import Inventory
-from landb_webhook.provider.watch.events import NameChange
+from landb_webhook.provider.refusals import Refusals
 
 log = structlog.get_logger(__name__)
 
@@ -70,9 +71,11 @@ class DnsFirst:
         inventory: Inventory,
         load_balancers: LoadBalancers,
         homes: Mapping[str, frozenset[str]],
+        refusals: Refusals,
     ) -> FirstLook:
         """What DNS decides for the names of ``publish`` this cluster neither ``claimed`` (DNS names, before
-        this apply) nor carries; said, counted and told. ``homes``: the load balancers this apply tags."""
+        this apply) nor carries; its refusals in ``refusals``. ``homes``: the load balancers this apply
+        tags."""
         context = self._context
         # A name one of our servers holds as a plain alias is answered by that CNAME: the plan refuses it
         # (plain_alias, naming its holder), more precisely than DNS would.
@@ -87,7 +90,7 @@ class DnsFirst:
         found = decide(
             asked, self._ask(sorted(asked)), self._ours(inventory, load_balancers, homes), takeover
         )
-        self._report(found)
+        self._report(found, refusals)
         return found
 
     def _ours(
@@ -138,20 +141,14 @@ class DnsFirst:
 
     # -- what it decided, said --------------------------------------------------------------------------
 
-    def _report(self, found: FirstLook) -> None:
+    def _report(self, found: FirstLook, refusals: Refusals) -> None:
         context = self._context
         now = context.clock()
-        if found.refused:
-            context.metrics.refused_changes_total.labels(reason="dns_elsewhere").inc(len(found.refused))
         for label, answer in sorted(found.refused.items()):
             name, dns = context.dns_name(label), answered(answer)
-            context.warn_once(
-                name,
-                f"change refused: DNS already answers {name} elsewhere ({dns}), nothing written",
-                dns=dns,
-                hint=TAKEOVER_HINT,
-            )
-            context.events.tell(NameChange(name, "refused", f"{REFUSED} ({dns})", "dns_elsewhere"))
+            refusals.refuse(label, "dns_elsewhere", f"{REFUSED} ({dns})")
+            said = f"change refused: DNS already answers {name} elsewhere ({dns}), nothing written"
+            refusals.say(said, once=(name, said), subject=name, dns=dns, hint=TAKEOVER_HINT)
         self._refused.refused(
             DnsRefusal(context.dns_name(label), answered(answer), now)
             for label, answer in found.refused.items()

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-import structlog
-
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.provider.apply.loadbalancers import LoadBalancers
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context
 from landb_webhook.provider.ownership.tenancy import RESOURCE_LABEL, may_publish_on
 from landb_webhook.provider.read.txt_registry import is_ownership_record, owner_resources
-
-log = structlog.get_logger(__name__)
+from landb_webhook.provider.refusals import Refusals
 
 
 def foreign_homes(
@@ -27,12 +24,14 @@ def foreign_homes(
     homes: Mapping[str, frozenset[str]],
     lbs: LoadBalancers,
     claim_records: Sequence[Endpoint],
-) -> dict[str, str]:
-    """Alias -> why, for the aliases routed to a load balancer (``homes``) their asker may not publish on:
-    the owner's namespace when the name is owned (its claim before this apply), else the asker's."""
+    *,
+    refusals: Refusals,
+) -> set[str]:
+    """The aliases routed to a load balancer (``homes``) their asker may not publish on, refused: the
+    owner's namespace when the name is owned (its claim before this apply), else the asker's."""
     owners = owner_resources(claim_records)
     shared = context.options.shared_load_balancers
-    refused: dict[str, str] = {}
+    refused: set[str] = set()
     wanted: Iterable[Endpoint] = (*changes.create, *changes.update_new)
     for endpoint in wanted:
         if is_ownership_record(endpoint) or endpoint.record_type.upper() not in ALIAS_RECORD_TYPES:
@@ -44,11 +43,12 @@ def foreign_homes(
         may = may_publish_on(shared, endpoint.label(RESOURCE_LABEL), owner)
         if foreign := [lb for lb in lbs.of(homes[label]) if not may(lb)]:
             names = lbs.named(lb.id for lb in foreign)
-            refused[label] = f"load balancer {', '.join(names)} is another namespace's" + (
+            refused.add(label)
+            why = f"load balancer {', '.join(names)} is another namespace's" + (
                 f"; the name is owned by {owner}" if owner else ""
             )
-            context.metrics.refused_changes_total.labels(reason="foreign_load_balancer").inc()
-            log.warning(
+            refusals.refuse(label, "foreign_load_balancer", why)
+            refusals.say(
                 "change refused: a load balancer of another namespace, no tag is written",
                 alias=label,
                 resource=endpoint.label(RESOURCE_LABEL) or "",

@@ -10,13 +10,17 @@ is said and the apply goes on with what is in memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
-from landb_webhook.backends import StateStore, UpstreamError
+from landb_webhook.backends import Server, StateStore, UpstreamError
+from landb_webhook.landb.plan import Plan, ServerState
 from landb_webhook.provider.apply.fence import WriteFence, WriterLeaseLost
 from landb_webhook.provider.apply.removals import WINDOW_STATE_KEY, RemovalWindow
 from landb_webhook.provider.read import departed, dns_refusals
-from landb_webhook.provider.read.departed import Remembered
+from landb_webhook.provider.read.departed import Remembered, holds_owned, remembered_after
+from landb_webhook.provider.read.inventory import Inventory
 from landb_webhook.provider.watch import publications
 
 log = structlog.get_logger(__name__)
@@ -105,3 +109,45 @@ class KeptState:
             )
             return
         self._stored = wanted
+
+    def remember(
+        self,
+        inventory: Inventory,
+        plan: Plan,
+        owned: Callable[[str], bool],
+        read_server: Callable[[str], Server | None],
+    ) -> None:
+        """After an apply's writes: remember the servers holding owned tokens (``owned``: the names claimed
+        once the apply's claims are stored and dropped) and forget the departed ones cleaned or deleted
+        (provider.departed), read again with ``read_server`` when written; ``save`` stores that."""
+        given = {server_plan.server.server_id for server_plan in plan.servers if server_plan.added}
+        written = {server_plan.server.server_id for server_plan in plan.servers}
+        states = {state.server_id: state for state in inventory.server_states()}
+        carrying = {
+            server.id: Remembered(server.id, node.name, node.internal_ips)
+            for node in inventory.nodes
+            if (server := inventory.servers.get(node.name)) is not None
+            and (server.id in given or holds_owned(states[server.id], owned))
+        }
+        departed_now: dict[str, ServerState | None] = dict.fromkeys(inventory.departed_gone)
+        for gone, _ in inventory.departed:
+            if gone.server_id not in written:
+                departed_now[gone.server_id] = states[gone.server_id]
+                continue
+            try:  # what the writes left on it
+                now = read_server(gone.server_id)
+            except UpstreamError:
+                continue  # not known: remembered as it is
+            departed_now[gone.server_id] = (
+                None if now is None else ServerState(now.id, now.name, gone.node_name, now.metadata)
+            )
+        before = self.remembered
+        self.remembered = remembered_after(before, carrying, departed_now, owned)
+        for server_id in sorted(before.keys() - self.remembered.keys() - carrying.keys()):
+            if server_id in departed_now:
+                done = "deleted from Nova" if departed_now[server_id] is None else "cleaned of our aliases"
+                log.info(
+                    f"departed server {done}: forgotten",
+                    node=before[server_id].node_name,
+                    server_id=server_id,
+                )

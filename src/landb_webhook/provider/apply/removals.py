@@ -35,8 +35,9 @@ taking back a name just created is judged by the apply's own rule only; a name f
 window was on the air at its start and counts, however often it was published again and withdrawn
 since (re-publishing does not launder a withdrawal). Each name counts once. Every namespace has its own
 entries in the window (``PastApply.namespace``), its base the count of its own aliases.
-The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard says what it
-holds back (one error line per namespace and set of names, said once; one count) and returns it.
+The window is pure arithmetic on a given time (epoch seconds): no clock, no I/O; the guard returns what it
+holds back, which the apply refuses (a ``removal_guard`` refusal per name) and says (one error line per
+namespace and set of names, said once: provider.refusals).
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ from dataclasses import dataclass
 
 import structlog
 
-from landb_webhook.logs import RepeatLimitedLog
-from landb_webhook.metrics import Metrics
 from landb_webhook.provider.options import DEFAULT_WINDOW_SECONDS, RemovalGuard
 
 log = structlog.get_logger(__name__)
@@ -203,16 +202,14 @@ def guard_removals(
     namespaces: Mapping[str, str] | None = None,
     now: float,
     dry_run: bool,
-    metrics: Metrics,
-    said: RepeatLimitedLog | None = None,
 ) -> Guarded:
     """Judge the removals of each namespace on their own and with the applies before them in ``window``;
     return the window with the removals that pass, and those held back. ``published``: alias -> every
     carrier it has now (servers, ours or frozen, and load balancers); ``staying``: alias -> the carriers
     no write of ours can take it from (a value in a key or form we never edit); ``namespaces``: alias ->
     its namespace (an alias not in it has none: ``""``). Only aliases that lose their last carrier count:
-    a withdrawn name a frozen copy keeps on the air has not gone. ``said``: where a held-back namespace is
-    said once (else every time)."""
+    a withdrawn name a frozen copy keeps on the air has not gone. What is held back is said by the apply
+    (``HELD_BACK``, ``held_fields``), with its other refusals (provider.refusals)."""
     going = leaving_the_air(withdraw, published, staying)
     if guard.allow:
         if going:
@@ -229,12 +226,9 @@ def guard_removals(
         verdict = _judge(guard, window.count(now, base, leaving, namespace), namespace, leaving, base)
         if verdict is not None:
             held.append(verdict)
-            metrics.refused_changes_total.labels(reason="removal_guard").inc()
             leaving = []  # held back: only its creations are remembered
         if (leaving or created) and not dry_run:  # others leave every count as it is
             window = window.after(now, base, leaving, created, namespace)
-    for found in held:
-        _say_held(found, guard, said)
     return Guarded(window, tuple(held))
 
 
@@ -264,8 +258,12 @@ def _judge(
     return Held(namespace, tuple(going), reason, withdrawn, counted_against, earlier)
 
 
-def _say_held(held: Held, guard: RemovalGuard, said: RepeatLimitedLog | None) -> None:
-    fields: dict[str, object] = {
+HELD_BACK = "removals held back: they would take too many of a namespace's aliases off the air at once"
+
+
+def held_fields(held: Held, guard: RemovalGuard) -> dict[str, object]:
+    """The fields of the ``HELD_BACK`` line: what the guard counted, against what."""
+    return {
         "namespace": held.namespace or None,
         "withdrawn": held.withdrawn,
         "withdrawn_now": len(held.labels),
@@ -277,11 +275,6 @@ def _say_held(held: Held, guard: RemovalGuard, said: RepeatLimitedLog | None) ->
         "aliases": list(held.labels[:20]),
         "hint": "if intended, set LANDB_ALLOW_MASS_REMOVAL=true for one loop",
     }
-    message = "removals held back: they would take too many of a namespace's aliases off the air at once"
-    if said is None:
-        log.error(message, **fields)
-    else:
-        said.error(("removal_guard", held.namespace, held.labels), message, **fields)
 
 
 def _whose(namespace: str) -> str:

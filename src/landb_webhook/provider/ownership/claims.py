@@ -26,10 +26,13 @@ from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, node_nam
 from landb_webhook.provider.ownership.adopt import adoptable
 from landb_webhook.provider.read.inventory import Inventory
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record, owned_name, owner_of
+from landb_webhook.provider.refusals import Refusals
 from landb_webhook.provider.status.analysis import StatusAnalysis
 from landb_webhook.provider.status.values import ClusterStatus
 
 log = structlog.get_logger(__name__)
+
+NOT_OWNED = "no ownership record: LanDB holds the name already, set by hand or by another owner"
 
 
 @dataclass(frozen=True)
@@ -44,10 +47,6 @@ class Gated:
     """Claims to store before the writes."""
     drop: list[Endpoint]
     """Claims to drop once their alias is withdrawn."""
-    refused: list[str]
-    """One line per change refused, for the apply's error."""
-    not_owned: Set[str] = frozenset()
-    """The aliases refused as someone else's (for the events of their objects)."""
 
 
 class Claims:
@@ -65,12 +64,13 @@ class Claims:
         changes: Changes,
         inventory: Inventory,
         claim_records: Sequence[Endpoint],
+        refusals: Refusals,
         *,
         tagged: Set[str] = frozenset(),
     ) -> Gated:
         """Turn the change set into aliases to publish and withdraw and claims to store and drop, refusing
-        (and saying) what is not ours and what would overwrite a plain (CNAME) alias. ``tagged``: the names
-        load balancer tags publish (provider.loadbalancers), which a create may not take over either."""
+        (in ``refusals``) what is not ours and what would overwrite a plain (CNAME) alias. ``tagged``: the
+        names load balancer tags publish (provider.loadbalancers), which a create may not take over either."""
         context = self._context
         claims_before = claimed_names(claim_records)
         new_claims = [e for e in self.ours((*changes.create, *changes.update_new)) if is_ownership_record(e)]
@@ -106,17 +106,17 @@ class Claims:
         claimed_with_alias = {
             context.dns_name(label) for claim in new_claims if (label := self.claimed_label(claim)) in created
         }
-        not_owned = self._not_owned(inventory, publish | withdraw, claims_before | claimed_with_alias)
-        not_owned |= self._refused_takeovers(inventory, publish - not_owned, claim_records, tagged)
+        not_owned = self._not_owned(
+            inventory, publish | withdraw, claims_before | claimed_with_alias, refusals
+        )
+        not_owned |= self._refused_takeovers(inventory, publish - not_owned, claim_records, tagged, refusals)
         publish -= not_owned
         withdraw -= not_owned
-        refused = [f"{label}: no ownership record, the alias belongs to someone else" for label in not_owned]
-        store, drop, refused_claims = self._claim_changes(
-            new_claims, gone_claims, publish=publish, withdraw=withdraw, not_owned=not_owned
+        store, drop = self._claim_changes(
+            new_claims, gone_claims, refusals, publish=publish, withdraw=withdraw, not_owned=not_owned
         )
-        refused += refused_claims
-        refused += self._refuse_plain_alias_changes(plain_changes)
-        return Gated(publish, withdraw, store, drop, refused, not_owned)
+        _refuse_plain_alias_changes(plain_changes, refusals)
+        return Gated(publish, withdraw, store, drop)
 
     def ours(self, records: Iterable[Endpoint]) -> list[Endpoint]:
         """``records`` but the claims of another owner id than LANDB_TXT_OWNER_ID (each said once): they
@@ -153,24 +153,28 @@ class Claims:
     def claimed_label(self, claim: Endpoint) -> str | None:
         return self._context.label_or_none(owned_name(claim))
 
-    def _not_owned(self, inventory: Inventory, labels: set[str], claimed: set[str]) -> set[str]:
+    def _not_owned(
+        self, inventory: Inventory, labels: set[str], claimed: set[str], refusals: Refusals
+    ) -> set[str]:
         """The changes to refuse: aliases that are someone else's are never touched."""
         refused = self.unclaimed(labels, claimed)
         for label in sorted(refused):
             self._refuse_not_owned(
                 inventory,
                 label,
+                refusals,
                 "change refused: alias held by someone else (no ownership record)",
                 "external-dns only changes records it owns; if this one should be its, run "
                 + self.adopt_command(label),
             )
         return refused
 
-    def _refuse_not_owned(self, inventory: Inventory, label: str, message: str, hint: str) -> None:
-        self._context.metrics.refused_changes_total.labels(reason="not_owned").inc()
-        log.warning(
-            message, alias=label, nodes=nodes_holding(inventory, label, node_names(inventory)), hint=hint
-        )
+    def _refuse_not_owned(
+        self, inventory: Inventory, label: str, refusals: Refusals, message: str, hint: str
+    ) -> None:
+        refusals.refuse(label, "not_owned", NOT_OWNED)
+        nodes = nodes_holding(inventory, label, node_names(inventory))
+        refusals.say(message, alias=label, nodes=nodes, hint=hint)
 
     def adopt_command(self, label: str) -> str:
         return (
@@ -191,36 +195,40 @@ class Claims:
         self,
         upserts: Sequence[Endpoint],
         deletes: Sequence[Endpoint],
+        refusals: Refusals,
         *,
         publish: set[str],
         withdraw: set[str],
         not_owned: set[str],
-    ) -> tuple[list[Endpoint], list[Endpoint], list[str]]:
+    ) -> tuple[list[Endpoint], list[Endpoint]]:
         """The claims to store and to delete, and what is refused: a claim is stored only beside the
         publication of its alias (a name that can never be an alias has none), and deleted only beside
         its withdrawal, as external-dns' txt registry does; anything else is refused and logged."""
         stored = [c for c in upserts if self.claimed_label(c) in publish]
         dropped = [c for c in deletes if (label := self.claimed_label(c)) is None or label in withdraw]
         kept = {id(c) for c in (*stored, *dropped)}
-        refused: list[str] = []
         for claim, verb in (
             *((c, "stored") for c in upserts if id(c) not in kept),
             *((c, "deleted") for c in deletes if id(c) not in kept),
         ):
             if self.claimed_label(claim) in not_owned:
                 continue  # its alias was refused, and said so
-            self._context.metrics.refused_changes_total.labels(reason="not_owned").inc()
-            log.warning(
+            refusals.refuse(claim.dns_name, "claim_alone", f"ownership record not {verb} without its alias")
+            refusals.say(
                 f"change refused: ownership record not {verb}",
                 record=claim.dns_name,
                 owned_record=owned_name(claim),
                 reason=f"a claim is {verb} only together with its alias, which must be a valid alias name",
             )
-            refused.append(f"{claim.dns_name}: ownership record not {verb} without its alias")
-        return stored, dropped, refused
+        return stored, dropped
 
     def _refused_takeovers(
-        self, inventory: Inventory, publish: set[str], claims_before: Sequence[Endpoint], tagged: Set[str]
+        self,
+        inventory: Inventory,
+        publish: set[str],
+        claims_before: Sequence[Endpoint],
+        tagged: Set[str],
+        refusals: Refusals,
     ) -> set[str]:
         """Creates of aliases that already exist without a claim: adopted (their carriers keep their N)
         with LANDB_ADOPT_EXISTING when adoption is safe, refused otherwise (a name tagged on a load
@@ -242,21 +250,12 @@ class Claims:
             self._refuse_not_owned(
                 inventory,
                 label,
+                refusals,
                 "change refused: alias held by someone else (it exists without ownership record)",
                 "to hand it to external-dns, set LANDB_ADOPT_EXISTING=true or run "
                 + self.adopt_command(label),
             )
         return refused
-
-    def _refuse_plain_alias_changes(self, changes: Sequence[Endpoint]) -> list[str]:
-        for endpoint in changes:
-            self._context.metrics.refused_changes_total.labels(reason="plain_alias").inc()
-            log.warning(
-                "change refused: a plain (CNAME) alias is never deleted or overwritten",
-                alias=endpoint.dns_name,
-                hint="it was set by someone else; only they can remove it",
-            )
-        return [f"{e.dns_name}: plain (CNAME) alias, never deleted or overwritten" for e in changes]
 
     # -- what Records shows of the claims ---------------------------------------------------
 
@@ -300,6 +299,16 @@ class Claims:
         if kept is None or (kept.domain, kept.health) != (options.dns_domain, options.health):
             kept = self._analysis = StatusAnalysis(domain=options.dns_domain, health=options.health)
         return kept.analyse(inventory, claims)
+
+
+def _refuse_plain_alias_changes(changes: Sequence[Endpoint], refusals: Refusals) -> None:
+    for endpoint in changes:
+        refusals.refuse(endpoint.dns_name, "cname_kept", "plain (CNAME) alias, never deleted or overwritten")
+        refusals.say(
+            "change refused: a plain (CNAME) alias is never deleted or overwritten",
+            alias=endpoint.dns_name,
+            hint="it was set by someone else; only they can remove it",
+        )
 
 
 def _is_cname(endpoint: Endpoint) -> bool:

@@ -22,7 +22,7 @@ from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.provider.apply.loadbalancers import LoadBalancerPath
 from landb_webhook.provider.context import Context, node_names, nodes_holding
-from landb_webhook.provider.ownership.claims import Claims
+from landb_webhook.provider.ownership.claims import NOT_OWNED, Claims
 from landb_webhook.provider.read.health import Verdict
 from landb_webhook.provider.read.inventory import Inventory, InventoryReader
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record, owner_resources
@@ -303,8 +303,7 @@ class RecordsView:
         events.learn(endpoints)
         claimed = claimed_names(self._ownership.records())
         for label in sorted(self._claims.unclaimed(carried, claimed)):
-            reason = "LanDB holds the name already, set by hand or by another owner (no ownership record)"
-            events.tell(NameChange(self._context.dns_name(label), "refused", reason, "not_owned"))
+            events.tell(NameChange(self._context.dns_name(label), "refused", NOT_OWNED, "not_owned"))
 
 
 NAME_OVERHEAD_BYTES = 600
