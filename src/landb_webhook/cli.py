@@ -301,7 +301,7 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
 
 def _adoption_refusal(settings: Settings, args: argparse.Namespace) -> str | None:
     """Why these arguments cannot adopt anything, or None."""
-    if settings.registry != "txt":
+    if not settings.external_dns_registry.has_owners:
         return "claims are TXT records, which registry noop ignores: adopt needs LANDB_REGISTRY=txt"
     if settings.ownership_store != "configmap":
         return "the memory ownership store forgets claims when this command exits: use configmap"
@@ -346,7 +346,7 @@ def _read_status(settings: Settings, ports: Backends, *, departed: bool = False)
         ports.ports,
         domain=settings.dns_domain,
         health=health_policy(settings),
-        registry=settings.registry,
+        registry=settings.external_dns_registry,
         departed_servers=departed,
     )
 

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.landb.names import InvalidName, label_for, validate_label
 from landb_webhook.provider.read.txt_registry import validate_owner_id
+from landb_webhook.provider.registry import Registry
 from landb_webhook.selector import (
     AnySelector,
     InvalidSelector,
@@ -446,9 +447,15 @@ class Settings(BaseSettings):
     @field_validator("adopt_existing")
     @classmethod
     def _adoption_needs_claims(cls, value: bool, info: ValidationInfo) -> bool:
-        if value and info.data.get("registry") != "txt":
+        registry = info.data.get("registry")  # absent when LANDB_REGISTRY was refused itself
+        if value and (registry is None or not Registry.named(registry).has_owners):
             raise ValueError("adoption claims aliases with TXT records, so it needs registry txt")
         return value
+
+    @property
+    def external_dns_registry(self) -> Registry:
+        """LANDB_REGISTRY as the value the provider asks (``provider/registry.py``)."""
+        return Registry.named(self.registry)
 
     @model_validator(mode="after")
     def _lease_timings_are_ordered(self) -> Settings:

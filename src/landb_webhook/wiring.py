@@ -101,7 +101,7 @@ def provider_options(settings: Settings) -> ProviderOptions:
     return ProviderOptions(
         dns_domain=settings.dns_domain,
         domain_filter=tuple(settings.domain_filter),
-        registry=settings.registry,
+        registry=settings.external_dns_registry,
         index_floor=settings.index_floor,
         max_value_length=settings.max_value_length,
         reserved_metadata_keys=settings.reserved_metadata_keys,
@@ -391,7 +391,7 @@ def build_provider(
     """The provider on the configured adapters; the node watch starts in the background, so
     negotiation is answered at once."""
     ports, resources = build_backends(settings, metrics=metrics, clock=clock)
-    if settings.registry == "noop":
+    if not settings.external_dns_registry.has_owners:
         log.warning(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
             consequence="with external-dns --policy=sync, aliases set by hand on these nodes will be removed",

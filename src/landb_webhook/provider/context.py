@@ -87,15 +87,16 @@ class Context:
             current=inventory.carriers(),
         )
 
-    def held_only_frozen_under_noop(self, inventory: Inventory) -> set[str]:
-        """Registry noop: the aliases held only in a key or form we never edit, which are not reported.
+    def unreported_frozen_only(self, inventory: Inventory) -> set[str]:
+        """The aliases held only in a key or form we never edit, not reported when the registry does not
+        spare what has no owner (noop).
 
         noop has no owners, so with ``sync`` external-dns would ask every loop to delete such an alias, and
         nothing we write removes it (as with plain aliases). An alias we also hold in a slot is reported
         with all its carriers, frozen ones included: deleting it removes our tokens, what is left is frozen
         only and drops out of Records, and the loop settles. AdjustEndpoints agrees.
         """
-        if self.options.registry == "txt":
+        if self.options.registry.spares_ownerless:
             return set()
         frozen = inventory.frozen_carriers()
         if not frozen:

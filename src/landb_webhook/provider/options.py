@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.provider.read.health import HealthPolicy
+from landb_webhook.provider.registry import TXT, Registry
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 
@@ -28,7 +29,8 @@ class RemovalGuard:
 class ProviderOptions:
     dns_domain: str = "cern.ch"
     domain_filter: tuple[str, ...] = ("cern.ch",)
-    registry: str = "txt"
+    registry: Registry = TXT
+    """external-dns' --registry (LANDB_REGISTRY, ``Registry.named``)."""
     index_floor: int = 0
     max_value_length: int = 254
     reserved_metadata_keys: int = 0

@@ -140,15 +140,13 @@ class Claims:
 
     def owned_test(self, claimed: set[str]) -> Callable[[str], bool]:
         """Whether an alias is ours, given the names ``claimed``; with registry noop, every one is."""
-        if self._context.options.registry != "txt":
-            return lambda label: True
-        return lambda label: self._context.dns_name(label) in claimed
+        registry, dns_name = self._context.options.registry, self._context.dns_name
+        return lambda label: registry.owns(dns_name(label), claimed)
 
     def unclaimed(self, labels: Iterable[str], claimed: set[str]) -> set[str]:
         """With the txt registry, aliases without a TXT claim are someone else's; with noop, none are."""
-        if self._context.options.registry != "txt":
-            return set()
-        return {label for label in labels if self._context.dns_name(label) not in claimed}
+        registry, dns_name = self._context.options.registry, self._context.dns_name
+        return {label for label in labels if not registry.owns(dns_name(label), claimed)}
 
     def claimed_label(self, claim: Endpoint) -> str | None:
         return self._context.label_or_none(owned_name(claim))

@@ -81,7 +81,7 @@ class RecordsView:
         self._report_health(inventory)
         self._report_ingress_selector(inventory)
         claims = self._claims.without_orphaned(claims_read.result(), {**load_balancers.carriers(), **found})
-        hidden = self._claims.offered_for_adoption(inventory, claims) | context.held_only_frozen_under_noop(
+        hidden = self._claims.offered_for_adoption(inventory, claims) | context.unreported_frozen_only(
             inventory
         )
         aliases = [
@@ -114,7 +114,7 @@ class RecordsView:
             context.warn_once(
                 label, "plain (CNAME) alias set by someone else: never written", hosts=sorted(hosts)
             )
-        if context.options.registry != "txt":
+        if not context.options.registry.spares_ownerless:
             return []
         return [
             Endpoint(context.dns_name(label), "CNAME", tuple(sorted(hosts)))
@@ -246,7 +246,7 @@ class RecordsView:
         placement = context.placement(inventory)
         found, frozen = inventory.carriers(), inventory.frozen_carriers()
         plain = inventory.plain_aliases(context.options.dns_domain)
-        only_frozen = context.held_only_frozen_under_noop(inventory)
+        only_frozen = context.unreported_frozen_only(inventory)
         # One asker per name (its owner first), the caps per resource and namespace (records.screening).
         screened = screen(context, endpoints, owner_resources(self._ownership.records()))
         aliases: dict[str, Endpoint] = {}

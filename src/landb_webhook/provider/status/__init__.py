@@ -1,1 +1,2 @@
-"""``status``: its values, the analysis of what was read, the reading itself and the problem rules."""
+"""``status``: its values, the analysis of what was read (one server's holdings kept value by value), the
+reading itself and the problem rules."""

@@ -3,7 +3,8 @@
 ``landb-webhook status`` prints it (and exits non-zero when :meth:`ClusterStatus.attention` is not
 empty); ``adopt`` and ``LANDB_ADOPT_EXISTING`` claim only names whose :attr:`NameStatus.problems` is
 empty. What counts as a problem is ``provider/status/problems.py``; here it is worded. The values are
-``provider/status/values.py``; reading the cluster for them is ``provider/status/reader.py``.
+``provider/status/values.py``; reading the cluster for them is ``provider/status/reader.py``; one server's
+holdings, kept slot value by slot value, ``provider/status/holdings.py``.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import groupby
 
-from landb_webhook.backends import Node
 from landb_webhook.endpoint import Endpoint
-from landb_webhook.landb.metadata import ServerAliases, read_aliases, slot_key
+from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.landb.names import dns_name_for
-from landb_webhook.provider.read.health import HealthPolicy, judge
+from landb_webhook.provider.read.health import HealthPolicy
 from landb_webhook.provider.read.inventory import Inventory
 from landb_webhook.provider.read.txt_registry import is_ownership_record, owned_name, owner_of, resource_of
+from landb_webhook.provider.status.holdings import ServerHoldings, health_problems
 from landb_webhook.provider.status.problems import problems
 from landb_webhook.provider.status.values import (
     ClusterStatus,
     DepartedServer,
     DuplicateIndex,
-    FrozenForm,
     Holding,
     KeyQuotaUse,
     NameStatus,
@@ -49,115 +49,6 @@ def analyse(
     return StatusAnalysis(domain=domain, health=health).analyse(inventory, claims, quota=quota)
 
 
-class _ServerHoldings:
-    """One server's holdings by label, kept slot value by slot value.
-
-    A write changes a few of a server's values and leaves the others the very objects read before
-    (``metadata.read_slot_value``): only the changed values' holdings are made again, and only the names
-    they hold are reported changed. The -1 alias event writes one value on each of 500 servers; rebuilding
-    each server's thousand holdings cost ~8 s of CPU in one analysis."""
-
-    def __init__(self, node: Node, server_id: str, health: HealthPolicy) -> None:
-        self.node = node
-        self.server_id = server_id
-        self._health = health
-        self.aliases = ServerAliases()
-        self.by_label: dict[str, tuple[Holding, ...]] = {}
-        """label -> its holdings on this server, by N then key."""
-        self.plain: frozenset[str] = frozenset()
-        self.frozen_forms: tuple[FrozenForm, ...] = ()
-        self._by_slot: dict[int, dict[str, list[Holding]]] = {}
-        """slot number -> label -> the holdings its value makes, in order."""
-        self._frozen: dict[str, list[Holding]] = {}
-        self._slots_of: dict[str, set[int]] = defaultdict(set)
-        self.values_analysed = 0
-        """Slot values made into holdings (a frozen key or form counts as one)."""
-
-    def same_node(self, node: Node, server_id: str) -> bool:
-        return self.node == node and self.server_id == server_id
-
-    def labels(self) -> set[str]:
-        return self.by_label.keys() | self.plain
-
-    def take(self, aliases: ServerAliases) -> set[str]:
-        """Bring the holdings up to ``aliases``; the labels whose holdings or plain alias changed."""
-        before = self.aliases
-        if aliases is before:
-            return set()
-        self.aliases = aliases
-        touched: set[str] = set()
-        for number in before.values.keys() | aliases.values.keys():
-            value = aliases.values.get(number)
-            if value is not None and value is before.values.get(number):
-                continue
-            made = self._by_slot.pop(number, {})
-            for label in made:
-                self._slots_of[label].discard(number)
-            touched |= made.keys()
-            if value is not None:
-                self.values_analysed += 1
-                key = slot_key(number)
-                made = self._by_slot[number] = self._holdings_of(
-                    ((key, label, index) for _, label, index in value.load), frozen=False
-                )
-                for label in made:
-                    self._slots_of[label].add(number)
-                touched |= made.keys()
-        if aliases.frozen != before.frozen:
-            touched |= self._frozen.keys()
-            self.values_analysed += len(aliases.frozen)
-            self._frozen = self._holdings_of(
-                (key, token.label, token.index) for key, token in aliases.frozen_tokens_by_key()
-            )
-            touched |= self._frozen.keys()
-            self.frozen_forms = tuple(
-                FrozenForm(self.node.name, self.server_id, key, value)
-                for key, value in sorted(aliases.frozen.items())
-            )
-        changed = {label for label in touched if self._merge(label)}
-        plain = frozenset(label for label, _ in aliases.plain_aliases())
-        changed |= plain ^ self.plain
-        self.plain = plain
-        return changed
-
-    def _holdings_of(
-        self, tokens: Iterable[tuple[str, str, int]], *, frozen: bool = True
-    ) -> dict[str, list[Holding]]:
-        """label -> a holding per (key, label, N) of ``tokens``, in order."""
-        node, server_id = self.node, self.server_id
-        serving = node.ready and not node.deleting
-        unhealthy = _health_problems(node, self._health)
-        made: dict[str, list[Holding]] = {}
-        for key, label, index in tokens:
-            holding = Holding(
-                label, index, node.name, server_id, key, frozen, node.is_ingress, serving, unhealthy
-            )
-            if (held := made.get(label)) is None:
-                made[label] = [holding]
-            else:
-                held.append(holding)
-        return made
-
-    def _merge(self, label: str) -> bool:
-        """Make the label's holdings here again from its values; whether they changed."""
-        parts = [self._by_slot[number][label] for number in self._slots_of.get(label, ())]
-        if label in self._frozen:
-            parts.append(self._frozen[label])
-        if not parts:
-            self._slots_of.pop(label, None)
-            return self.by_label.pop(label, None) is not None
-        held = parts[0] if len(parts) == 1 else [h for part in parts for h in part]
-        merged = tuple(held) if len(held) == 1 else tuple(sorted(held, key=_by_index_then_key))
-        if self.by_label.get(label) == merged:
-            return False
-        self.by_label[label] = merged
-        return True
-
-
-def _by_index_then_key(holding: Holding) -> tuple[int, str]:
-    return holding.index, holding.key
-
-
 class StatusAnalysis:
     """``analyse``, kept from one call to the next: a call analyses again only the slot values that changed
     (every value of a server whose node changed) and the names they hold or held; a change of claims
@@ -167,7 +58,7 @@ class StatusAnalysis:
     def __init__(self, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH) -> None:
         self.domain = domain
         self.health = health
-        self._servers: dict[str, _ServerHoldings] = {}
+        self._servers: dict[str, ServerHoldings] = {}
         """node name -> its server's holdings."""
         self._holdings: dict[str, dict[str, tuple[Holding, ...]]] = defaultdict(dict)
         """label -> node name -> its holdings there."""
@@ -210,7 +101,7 @@ class StatusAnalysis:
                     node.deleting,
                     node.unschedulable,
                     node.internal_ips,
-                    _health_problems(node, self.health),
+                    health_problems(node, self.health),
                 )
                 for node in by_node
             ),
@@ -256,7 +147,7 @@ class StatusAnalysis:
             if holdings is None or not holdings.same_node(node, server.id):
                 if holdings is not None:
                     changed |= self._forget(holdings)
-                holdings = self._servers[node.name] = _ServerHoldings(node, server.id, self.health)
+                holdings = self._servers[node.name] = ServerHoldings(node, server.id, self.health)
             found = holdings.take(aliases[node.name, server.id])
             for label in found:
                 if (held := holdings.by_label.get(label)) is not None:
@@ -272,7 +163,7 @@ class StatusAnalysis:
             changed |= self._forget(self._servers.pop(name))
         return changed
 
-    def _forget(self, holdings: _ServerHoldings) -> set[str]:
+    def _forget(self, holdings: ServerHoldings) -> set[str]:
         self._values_analysed_before += holdings.values_analysed
         for label in holdings.by_label:
             del self._holdings[label][holdings.node.name]
@@ -324,11 +215,6 @@ class StatusAnalysis:
 
 
 # -- the parts ---------------------------------------------------------------------------------------
-
-
-def _health_problems(node: Node, health: HealthPolicy) -> tuple[str, ...]:
-    """The carrier rule's reasons, whatever the grace period (the time does not change them)."""
-    return judge(node, health, now=0.0).problems if node.is_ingress else ()
 
 
 def _owners_by_name(claims: Iterable[Endpoint]) -> dict[str, set[str | None]]:

@@ -16,6 +16,7 @@ from landb_webhook.provider.read.dns_refusals import DnsRefusal
 from landb_webhook.provider.read.health import HealthPolicy
 from landb_webhook.provider.read.inventory import InventoryReader, sorted_ips
 from landb_webhook.provider.read.txt_registry import claimed_names
+from landb_webhook.provider.registry import TXT, Registry
 from landb_webhook.provider.status.analysis import DEFAULT_HEALTH, analyse
 from landb_webhook.provider.status.values import ClusterStatus, TaggedLoadBalancer
 from landb_webhook.provider.watch.publications import PublicationLog
@@ -26,7 +27,7 @@ def read_status(
     *,
     domain: str,
     health: HealthPolicy = DEFAULT_HEALTH,
-    registry: str = "txt",
+    registry: Registry = TXT,
     departed_servers: bool = True,
 ) -> ClusterStatus:
     """Read the cluster, the cloud, the claims, (``departed_servers``) the servers of departed nodes the
@@ -58,14 +59,15 @@ def refused_by_dns(stored: Mapping[str, str]) -> tuple[DnsRefusal, ...]:
 
 
 def tagged_load_balancers(
-    lbs: Iterable[LoadBalancer], claimed: Set[str], *, domain: str, registry: str = "txt"
+    lbs: Iterable[LoadBalancer], claimed: Set[str], *, domain: str, registry: Registry = TXT
 ) -> tuple[TaggedLoadBalancer, ...]:
-    """The load balancers whose tags publish a name; ``claimed``: the DNS names with a claim."""
+    """The load balancers whose tags publish a name; ``claimed``: the DNS names with a claim (a name the
+    registry does not own is unclaimed)."""
     found = []
     for lb in sorted(lbs, key=lambda lb: (lb.name, lb.id)):
         names = tuple(dns_name_for(label, domain) for label in sorted(tag_labels(lb.tags)))
         if names:
-            unclaimed = tuple(n for n in names if n not in claimed) if registry == "txt" else ()
+            unclaimed = tuple(n for n in names if not registry.owns(n, claimed))
             found.append(TaggedLoadBalancer(lb.id, lb.name, sorted_ips(lb.addresses), names, unclaimed))
     return tuple(found)
 
