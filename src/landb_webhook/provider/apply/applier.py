@@ -186,14 +186,14 @@ class Applier:
             self._lost_indices.record(
                 plan.added_indices(), plan.removed_indices(), withdrawn=decision.withdraw
             )
-            outcome, landed = self._write(decision, reads, fence)
+            outcome, changed = self._write(decision, reads, fence)
         except BaseException:
             refusals.settle(context)  # what was refused is told, however the rest went
             raise
-        self._record(decision, reads, outcome=outcome, landed=landed, refusals=refusals, started=started)
+        self._record(decision, reads, outcome=outcome, changed=changed, refusals=refusals, started=started)
 
     def _write(self, decision: ApplyDecision, reads: Reads, fence: WriteFence) -> tuple[Outcome, set[str]]:
-        """Steps 5 to 8; the outcome, and the labels whose every write landed."""
+        """Steps 5 to 8; the outcome, and the labels whose carriers changed (every write for them landed)."""
         context, options = self._context, self._context.options
         # 5. claims stored, before any alias is written.
         self._store_claims(upserts=decision.store, deletes=[], fence=fence)
@@ -201,8 +201,8 @@ class Applier:
         # 6. make writes, then 7. break writes (provider.apply.writes), on load balancers and servers.
         tags = TagWrites(self._lb_path, decision.tags, reads.load_balancers)
         outcome = write_in_order(self._executor, decision.plan.servers, fence, tags)
-        landed_names = publications.landed(decision.plan, outcome, options)
-        context.published.written(landed_names, context.clock())
+        changed_names = publications.changed_names(decision.plan, outcome, options)
+        context.published.written(changed_names, context.clock())
         if outcome.abandoned is not None:
             raise outcome.abandoned
 
@@ -227,7 +227,7 @@ class Applier:
             )
             if not options.dry_run:
                 self._state.save(fence)  # says its own failure: the apply goes on (provider.kept_state)
-        return outcome, {found for name in landed_names if (found := context.label_or_none(name))}
+        return outcome, {found for name in changed_names if (found := context.label_or_none(name))}
 
     # -- 1. the writer lease ----------------------------------------------------------------
 
@@ -312,7 +312,7 @@ class Applier:
         reads: Reads,
         *,
         outcome: Outcome,
-        landed: Set[str],
+        changed: Set[str],
         refusals: Refusals,
         started: float,
     ) -> None:
@@ -333,10 +333,10 @@ class Applier:
             dry_run=options.dry_run,
         )
         if not options.dry_run:  # a dry run tells only the refusals
-            wrote = outcome.landed(decision.plan.servers)
+            wrote = outcome.fully_written(decision.plan.servers)
             self._inventory.wrote(reads.inventory, {p.server.server_id: metadata_after(p) for p in wrote})
             names = node_names(reads.inventory)
-            for label in sorted((decision.publish - unfinished) & landed):
+            for label in sorted((decision.publish - unfinished) & changed):
                 where = _carriers(label, decision.wanted, decision.homes, names)
                 self._tell(label, "written", where + DnsFirst.taking_over_note(decision.first, label))
             for label in sorted(removed):

@@ -101,24 +101,24 @@ class TagOutcome:
     held_back: tuple[TagWrite, ...] = ()
     """Break writes not sent because an addition of the same name, somewhere, did not land."""
     abandoned: WriterLeaseLost | None = None
-    landed: tuple[TagWrite, ...] = ()
+    succeeded: tuple[TagWrite, ...] = ()
     """The writes that landed (in a dry run: would have been sent)."""
 
     @property
     def written(self) -> tuple[str, ...]:
         """The load balancers whose write landed."""
-        return tuple(write.load_balancer_id for write in self.landed)
+        return tuple(write.load_balancer_id for write in self.succeeded)
 
-    def landed_labels(self) -> set[str]:
+    def changed_labels(self) -> set[str]:
         """Names a landed write added or removed: what DNS should now answer for them changed."""
-        return {label for write in self.landed for label in (*write.add, *write.remove)}
+        return {label for write in self.succeeded for label in (*write.add, *write.remove)}
 
     def failed_labels(self) -> set[str]:
         """Names whose change did not fully land: their claims must stay."""
         writes = (*(write for write, _ in self.failures), *self.held_back)
         return {label for write in writes for label in (*write.add, *write.remove)}
 
-    def unlanded(self) -> set[str]:
+    def not_added(self) -> set[str]:
         """Names a failed make write was adding: their removals elsewhere must wait."""
         return {label for write, _ in self.failures for label in write.add}
 
@@ -128,7 +128,7 @@ class TagOutcome:
             failures=(*self.failures, *later.failures),
             held_back=(*self.held_back, *later.held_back),
             abandoned=self.abandoned or later.abandoned,
-            landed=(*self.landed, *later.landed),
+            succeeded=(*self.succeeded, *later.succeeded),
         )
 
     def problems(self, named: Callable[[Iterable[str]], list[str]]) -> list[str]:
@@ -151,9 +151,9 @@ class TagWrites:
     def make_writes(self, fence: WriteFence) -> TagOutcome:
         return self.path.run("make", self.plan.make_writes, self.load_balancers, fence)
 
-    def break_writes(self, unlanded: Set[str], fence: WriteFence) -> TagOutcome:
+    def break_writes(self, not_added: Set[str], fence: WriteFence) -> TagOutcome:
         """The break writes, but for those removing a name whose addition elsewhere did not land."""
-        held_back = tuple(write for write in self.plan.break_writes if unlanded & set(write.remove))
+        held_back = tuple(write for write in self.plan.break_writes if not_added & set(write.remove))
         for write in held_back:
             log.warning(
                 "removal held back until the new carriers are written",
@@ -292,7 +292,7 @@ class LoadBalancerPath:
             for write in writes:
                 self._metrics.load_balancer_tag_writes_total.labels(result="dry_run").inc()
                 log.info("dry run: load balancer tags not written", **_context(phase, write, lbs))
-            return TagOutcome(landed=tuple(writes))
+            return TagOutcome(succeeded=tuple(writes))
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"landb-lb-{phase}") as pool:
             results = list(
                 pool.map(
@@ -301,7 +301,7 @@ class LoadBalancerPath:
                 )
             )
         failures: list[tuple[TagWrite, str]] = []
-        landed: list[TagWrite] = []
+        succeeded: list[TagWrite] = []
         abandoned: WriterLeaseLost | None = None
         for write, error in zip(writes, results, strict=True):
             if isinstance(error, WriterLeaseLost):
@@ -312,7 +312,7 @@ class LoadBalancerPath:
             ).inc()
             if error is None:
                 log.info("load balancer tags written", **_context(phase, write, lbs))
-                landed.append(write)
+                succeeded.append(write)
                 continue
             self._metrics.upstream_errors_total.labels(upstream=error.upstream).inc()
             log.error(
@@ -328,7 +328,7 @@ class LoadBalancerPath:
                 phase=phase,
                 reason=str(abandoned),
             )
-        return TagOutcome(failures=tuple(failures), abandoned=abandoned, landed=tuple(landed))
+        return TagOutcome(failures=tuple(failures), abandoned=abandoned, succeeded=tuple(succeeded))
 
     def _send(self, write: TagWrite, fence: WriteFence) -> UpstreamError | WriterLeaseLost | None:
         store = self._store

@@ -19,7 +19,7 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
-class Landed:
+class WrittenCounts:
     """The writes of an apply that landed, counted for its summary line."""
 
     servers: int
@@ -38,13 +38,13 @@ class Outcome:
     tags: TagOutcome = NO_TAG_WRITES
     """How the load balancers' tag writes went (provider.loadbalancers)."""
 
-    def landed(self, plans: Sequence[ServerPlan]) -> list[ServerPlan]:
+    def fully_written(self, plans: Sequence[ServerPlan]) -> list[ServerPlan]:
         """The plans whose every write landed (in a dry run: would have)."""
         missed = {f.plan.server.server_id for f in self.failures}
         missed |= {p.server.server_id for p in self.held_back}
         return [p for p in plans if p.server.server_id not in missed]
 
-    def landed_writes(self, plans: Sequence[ServerPlan]) -> Landed:
+    def written_counts(self, plans: Sequence[ServerPlan]) -> WrittenCounts:
         """What of ``plans`` landed (in a dry run: would have), write by write: a server's leave write lands
         the tokens leaving DNS, its make write its added tokens, its break write its other removed ones. A
         write that failed, even in part (its POST landed, a DELETE did not), counts as failed and none of its
@@ -68,7 +68,7 @@ class Outcome:
                 left = set(plan.left)
                 removed += sum(1 for token in plan.removed if token not in left)
                 servers.add(server_id)
-        return Landed(servers=len(servers), tokens_added=added, tokens_removed=removed)
+        return WrittenCounts(servers=len(servers), tokens_added=added, tokens_removed=removed)
 
     def failed_labels(self) -> set[str]:
         """Labels whose change did not fully land: their TXT claims must stay."""
@@ -109,12 +109,12 @@ def write_in_order(
     # 7. break writes, but for a server whose make write failed, and for a removal of an alias whose new
     # carrier (a server or a load balancer) was not written: that alias would be left with no carrier.
     failed = {f.plan.server.server_id for f in make_failures}
-    unlanded = {t.label for f in make_failures for t in f.plan.added} | tagged.unlanded()
+    not_added = {t.label for f in make_failures for t in f.plan.added} | tagged.not_added()
     breaks, held_back = [], []
     for plan in plans:
         if not plan.break_write or plan.server.server_id in not_left:
             continue
-        if plan.server.server_id in failed or unlanded & {t.label for t in plan.removed}:
+        if plan.server.server_id in failed or not_added & {t.label for t in plan.removed}:
             held_back.append(plan)
             log.warning(
                 "removal held back until the new carriers are written",
@@ -126,7 +126,7 @@ def write_in_order(
         breaks.append(plan)
     break_failures, abandoned = executor.run_phase("break", breaks, lambda p: p.break_write, fence)
     if abandoned is None and tags is not None:
-        tagged = tagged.then(tags.break_writes(unlanded, fence))
+        tagged = tagged.then(tags.break_writes(not_added, fence))
     return Outcome(
         failures=(*make_failures, *break_failures),
         held_back=tuple(held_back),
@@ -151,10 +151,10 @@ def log_summary(
     load balancer tags written, ``... on 0 of 5 nodes and 1 load balancer, ...``.
 
     Every count is what landed, never what was planned: tokens and nodes those of the writes that
-    landed (``Outcome.landed_writes``), aliases those whose whole change landed; the nodes and load
+    landed (``Outcome.written_counts``), aliases those whose whole change landed; the nodes and load
     balancers a write failed on are counted apart (``failed``), and so are held-back removals."""
-    landed = outcome.landed_writes(plan.servers)
-    tokens_added, tokens_removed = landed.tokens_added, landed.tokens_removed
+    counts = outcome.written_counts(plan.servers)
+    tokens_added, tokens_removed = counts.tokens_added, counts.tokens_removed
     tags = outcome.tags
     load_balancers = len(set(tags.written))
     failed = len({f.plan.server.server_id for f in outcome.failures}) + len(tags.failures)
@@ -163,7 +163,7 @@ def log_summary(
     on_load_balancers = f" and {load_balancers} load balancer{'s' * (load_balancers != 1)}"
     parts = [
         f"+{len(created)} -{len(removed)} aliases (+{tokens_added} -{tokens_removed} tokens) "
-        f"on {landed.servers} of {nodes_seen} nodes{on_load_balancers if load_balancers else ''}",
+        f"on {counts.servers} of {nodes_seen} nodes{on_load_balancers if load_balancers else ''}",
         f"{failed} failed",
         f"{duration_ms} ms",
     ]
@@ -180,7 +180,7 @@ def log_summary(
         aliases_removed=len(removed),
         tokens_added=tokens_added,
         tokens_removed=tokens_removed,
-        nodes_written=landed.servers,
+        nodes_written=counts.servers,
         nodes_seen=nodes_seen,
         nodes_failed=failed,
         load_balancers_written=load_balancers,

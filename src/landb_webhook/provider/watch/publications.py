@@ -162,7 +162,7 @@ class PublicationLog:
 
 
 class _TagOutcome(Protocol):
-    def landed_labels(self) -> set[str]: ...
+    def changed_labels(self) -> set[str]: ...
 
 
 class _Outcome(Protocol):
@@ -178,13 +178,13 @@ class _Options(Protocol):
     def dry_run(self) -> bool: ...
 
 
-def landed(plan: Plan, outcome: _Outcome, options: _Options) -> set[str]:
+def changed_names(plan: Plan, outcome: _Outcome, options: _Options) -> set[str]:
     """The DNS names whose carriers an apply changed, on servers or load balancers' tags (every write for
     them landed; none in a dry run)."""
     if options.dry_run:
         return set()
     labels = {token.label for server in plan.servers for token in (*server.added, *server.removed)}
-    labels |= outcome.tags.landed_labels()
+    labels |= outcome.tags.changed_labels()
     return {dns_name_for(label, options.dns_domain) for label in labels - outcome.failed_labels()}
 
 
