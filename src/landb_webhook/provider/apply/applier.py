@@ -1,26 +1,31 @@
 """THE APPLY ORDERING: one ApplyChanges, top to bottom, in numbered steps (``Applier.apply_changes``).
 
 1. writer lease: a replica that does not hold it refuses; the one that does gets the fence every write
-   of this apply passes (provider.fence); then every read the plan needs, sent together (provider.together):
-   the state ConfigMap, Nova's servers, the load balancers, the claims and the metadata quota;
-2. ownership gate (provider.claims): what is not ours, and claims sent without their alias, are refused;
-   then DNS first (provider.first_look): a name this cluster does not publish yet is asked once, and one
-   DNS answers for another device is refused, one DNS is silent about held back (neither written);
-3. per namespace (provider.read.tenants: a name's namespace): the removal guard (provider.removals) holds
-   back a namespace's removals that would take too many of its aliases off the air (their tokens and claims
-   kept, retried every loop); the name policy (landb.name_policy) and the cap of names per namespace
-   (provider.namespace_cap) refuse creations; the rest goes on;
+   of this apply passes (provider.apply.fence); then every read the plan needs, sent together
+   (provider.together): the state ConfigMap, Nova's servers, the load balancers, the claims, the quota;
+
+Steps 2 to 5 are decided before anything is written, in one ``ApplyDecision`` (provider.apply.decision):
+
+2. ownership gate (provider.ownership.claims): what is not ours, and claims sent without their alias, are
+   refused; the names aimed at a load balancer go to it; then DNS first (provider.apply.first_look): a name
+   this cluster does not publish yet is asked once, and one DNS answers for another device is refused, one
+   DNS is silent about held back (neither written);
+3. per namespace (provider.read.tenants: a name's namespace): the removal guard (provider.apply.removals)
+   holds back a namespace's removals that would take too many of its aliases off the air (their tokens and
+   claims kept, retried every loop); the name policy (landb.name_policy) and the cap of names per namespace
+   (provider.apply.namespace_cap) refuse creations; the rest goes on;
 4. plan (landb.plan): alias -> the servers that must carry it, then per-server *make* (additions) and
-   *break* (removals) writes, with the index and packing rules;
-5. claims stored, before any alias is written;
-6. make writes, on every server: first the *leave* writes (removals of aliases leaving DNS altogether,
-   which free room), then every addition, packed on what they left;
+   *break* (removals) writes, with the index and packing rules; the load balancers' tag writes beside;
+5. the claims to store, stored before any alias is written;
+6. make writes (provider.apply.writes), on every server: first the *leave* writes (removals of aliases
+   leaving DNS altogether, which free room), then every addition, packed on what they left;
 7. break writes, once every make write has landed, but for those held back;
 8. after the writes, together (one round trip): the claims dropped (those of the aliases whose removal
    landed, and the orphaned ones) and the state stored (the servers carrying our aliases, departed ones
    included, and the removal window);
 9. bookkeeping: one summary line counting what landed, each name's transition told to the objects asking
-   for it (provider.events), the answer.
+   for it (provider.watch.events), every refusal of steps 2 to 7 settled (provider.refusals: the metric, the
+   log, the events, the 503's text), the answer.
 
 Each case, and what the apply does (design invariants 3 and 4; the tests in
 tests/property/test_apply_ordering.py and the integration tests named in docs/architecture.md):
