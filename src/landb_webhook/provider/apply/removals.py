@@ -50,7 +50,7 @@ import structlog
 
 from landb_webhook.logs import RepeatLimitedLog
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.options import DEFAULT_WINDOW_SECONDS, RemovalGuard
+from landb_webhook.provider.options import RemovalGuard
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +88,7 @@ class WindowCount:
 class RemovalWindow:
     """The applies of the last ``seconds``, oldest first. Immutable: each apply gives a new window."""
 
-    seconds: float = DEFAULT_WINDOW_SECONDS
+    seconds: float
     applies: tuple[PastApply, ...] = ()
 
     def current(self, now: float) -> tuple[PastApply, ...]:

@@ -16,7 +16,7 @@ from landb_webhook.provider.read.dns_refusals import DnsRefusal
 from landb_webhook.provider.read.health import HealthPolicy
 from landb_webhook.provider.read.inventory import InventoryReader, sorted_ips
 from landb_webhook.provider.read.txt_registry import claimed_names
-from landb_webhook.provider.status.analysis import DEFAULT_HEALTH, analyse
+from landb_webhook.provider.status.analysis import analyse
 from landb_webhook.provider.status.values import ClusterStatus, TaggedLoadBalancer
 from landb_webhook.provider.watch.publications import PublicationLog
 
@@ -25,7 +25,7 @@ def read_status(
     ports: Ports,
     *,
     domain: str,
-    health: HealthPolicy = DEFAULT_HEALTH,
+    health: HealthPolicy,
     registry: str = "txt",
     departed_servers: bool = True,
 ) -> ClusterStatus:
