@@ -34,7 +34,7 @@ from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.propagation import Answer
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
-from landb_webhook.wiring import build_backends, provider_on
+from landb_webhook.wiring import build_adapters, provider_on
 
 OWNER = "bench"
 OTHER_DEVICE = "10.9.9.9"
@@ -102,12 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             request_timeout=args.request_timeout,
         )
         metrics = Metrics.create(process_metrics=False)
-        backends, resources = build_backends(settings, metrics=metrics)
-        counting = Counting(backends.names) if backends.names is not None else None
-        provider = provider_on(replace(backends, names=counting), settings, metrics)
-        backends.nodes.start()
+        adapters = build_adapters(settings, metrics=metrics)
+        counting = Counting(adapters.names) if adapters.names is not None else None
+        provider = provider_on(replace(adapters, names=counting), settings, metrics)
+        adapters.nodes.start()
         try:
-            if not backends.nodes.wait_synced(30):
+            if not adapters.nodes.wait_synced(30):
                 raise RuntimeError("the node cache did not sync")
             desired = [Endpoint(f"{label}.cern.ch", "A", ("192.0.2.1",), record_ttl=300) for label in labels]
             changes = plan(provider.records(), provider.adjust_endpoints(desired), owner=OWNER).changes
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if e.record_type == "A" and e.dns_name.startswith("first")
             }
         finally:
-            resources.close()
+            adapters.close()
     asked = counting.asked if counting is not None else 0
     lookups = (counting.last or 0) - (counting.first or 0) if counting is not None else 0.0
     refused = metrics.registry.get_sample_value(

@@ -41,7 +41,7 @@ from landb_webhook.landb.names import InvalidName, dns_name_for, label_for
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.read.inventory import sorted_ips
 from landb_webhook.provider.read.txt_registry import is_ownership_record
-from landb_webhook.wiring import Resources, build_provider
+from landb_webhook.wiring import Adapters, build_provider
 
 OURS = "landb-webhook"
 DRAFT = "(a) draft: list project"
@@ -89,28 +89,28 @@ class Ours:
             write_concurrency=where.write_concurrency,
             dns_watch=False,  # DNS first's lookups are measured apart: bench/first_look.py
         )
-        self._provider, self._resources = build_provider(settings, Metrics.create(process_metrics=False))
+        self._provider, self._adapters = build_provider(settings, Metrics.create(process_metrics=False))
         self.records = self._provider.records
         self.adjust_endpoints = self._provider.adjust_endpoints
         self.apply_changes = self._provider.apply_changes
-        ownership = self._resources.ownership
-        if not self._resources.nodes.wait_synced(30):
+        ownership = self._adapters.ownership
+        if not self._adapters.nodes.wait_synced(30):
             raise RuntimeError("the node cache did not sync")
         if isinstance(ownership, ConfigMapOwnershipStore) and not ownership.wait_synced(30):
             raise RuntimeError("the ownership cache did not sync")
 
     @property
-    def resources(self) -> Resources:
-        return self._resources
+    def adapters(self) -> Adapters:
+        return self._adapters
 
     def ingress_names(self) -> set[str]:
-        return {node.name for node in self._resources.nodes.nodes() if node.is_ingress}
+        return {node.name for node in self._adapters.nodes.nodes() if node.is_ingress}
 
     def events_written(self) -> bool:
-        return self._resources.events is None or self._resources.events.idle()
+        return self._adapters.events is None or self._adapters.events.idle()
 
     def close(self) -> None:
-        self._resources.close()
+        self._adapters.close()
 
 
 @dataclass(frozen=True)

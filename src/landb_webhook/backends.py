@@ -195,8 +195,9 @@ class NameLookup(Protocol):
 
 @dataclass(frozen=True)
 class Ports:
-    """The backends the provider talks to, typed by their Protocols, passed whole: wiring builds them once
-    from the settings (wiring.Backends holds the same adapters by their concrete types)."""
+    """The backends the provider talks to, typed by their Protocols, passed whole: what the provider and
+    ``status`` may ask of them, whatever implements them (wiring.Adapters holds the configured adapters by
+    their concrete types, for the start-up and shut-down work, and hands them over as Ports)."""
 
     nodes: NodeSource
     servers: ServerStore

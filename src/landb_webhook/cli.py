@@ -46,7 +46,7 @@ from landb_webhook.webhook.api import host_name, is_loopback
 from landb_webhook.webhook.server import bind_listener
 
 if TYPE_CHECKING:
-    from landb_webhook.wiring import Backends
+    from landb_webhook.wiring import Adapters
 
 ONE_SHOT_SYNC_TIMEOUT = 30.0
 """Seconds ``adopt`` and ``status`` wait for the node list."""
@@ -281,8 +281,8 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
-    def run(ports: Backends) -> int:
-        found = _read_status(settings, ports)
+    def run(adapters: Adapters) -> int:
+        found = _read_status(settings, adapters)
         plan = plan_adoption(
             found,
             owner_id=args.owner_id,
@@ -292,7 +292,7 @@ def adopt(settings: Settings, args: argparse.Namespace) -> int:
             domain=settings.dns_domain,
             ingress_selector=settings.ingress_selector,
         )
-        stored = None if dry_run else len(store_claims(ports.ownership, plan))
+        stored = None if dry_run else len(store_claims(adapters.ownership, plan))
         print(adoption_text(plan, _read_from(settings, lease=False), dry_run=dry_run, stored=stored))
         return 0
 
@@ -327,23 +327,23 @@ def status(settings: Settings, *, output: str) -> int:
 
     from landb_webhook.wiring import check_dns  # noqa: PLC0415 (imports every adapter)
 
-    def run(ports: Backends) -> int:
-        found = _read_status(settings, ports, departed=True)
-        read_from = _read_from(settings, lease=True, ports=ports)
-        dns = check_dns(settings, ports.state, found)
+    def run(adapters: Adapters) -> int:
+        found = _read_status(settings, adapters, departed=True)
+        read_from = _read_from(settings, lease=True, adapters=adapters)
+        dns = check_dns(settings, adapters.state, found)
         print(status_json(found, read_from, dns) if output == "json" else status_table(found, read_from, dns))
         return EXIT_NEEDS_A_HUMAN if found.attention() else 0
 
     return _one_shot("status", settings, run)
 
 
-def _read_status(settings: Settings, ports: Backends, *, departed: bool = False) -> ClusterStatus:
+def _read_status(settings: Settings, adapters: Adapters, *, departed: bool = False) -> ClusterStatus:
     """``departed``: include the servers of nodes that left, as the webhook remembers them (``status``
     shows them; adoption plans from the cluster's own nodes only)."""
     from landb_webhook.wiring import health_policy  # noqa: PLC0415 (imports every adapter)
 
     return read_status(
-        ports.ports,
+        adapters.ports(),
         domain=settings.dns_domain,
         health=health_policy(settings),
         registry=settings.external_dns_registry,
@@ -351,8 +351,8 @@ def _read_status(settings: Settings, ports: Backends, *, departed: bool = False)
     )
 
 
-def _read_from(settings: Settings, *, lease: bool, ports: Backends | None = None) -> ReadFrom:
-    """Where the claims are read and written, (``lease``) who holds the writer Lease now, and (``ports``,
+def _read_from(settings: Settings, *, lease: bool, adapters: Adapters | None = None) -> ReadFrom:
+    """Where the claims are read and written, (``lease``) who holds the writer Lease now, and (``adapters``,
     once read) what the load balancers were read from."""
     from landb_webhook.wiring import (  # noqa: PLC0415 (imports every adapter)
         lease_holder,
@@ -373,19 +373,19 @@ def _read_from(settings: Settings, *, lease: bool, ports: Backends | None = None
         namespace_source=namespace.source,
         configmap=settings.ownership_configmap,
         writer_lease=holder,
-        load_balancers="on" if ports is None else load_balancer_service(settings, ports.load_balancers),
+        load_balancers="on" if adapters is None else load_balancer_service(settings, adapters.load_balancers),
     )
 
 
-def _one_shot(command: str, settings: Settings, run: Callable[[Backends], int]) -> int:
+def _one_shot(command: str, settings: Settings, run: Callable[[Adapters], int]) -> int:
     """Run ``run`` on freshly connected adapters; any failure is one line on stderr and exit code 1
     (with a traceback in the log at debug level)."""
-    from landb_webhook.wiring import connected_backends, ownership_namespace_hint  # noqa: PLC0415 (imports every adapter)
+    from landb_webhook.wiring import connected_adapters, ownership_namespace_hint  # noqa: PLC0415 (imports every adapter)
 
     configure_logging(_quieter(settings.log_level), settings.log_format)
     try:
-        with connected_backends(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as ports:
-            return run(ports)
+        with connected_adapters(settings, sync_timeout=ONE_SHOT_SYNC_TIMEOUT) as adapters:
+            return run(adapters)
     except SettingError as error:
         _say_on_stderr(f"{PROG} {command}: invalid settings: {error}. See '{PROG} {command} --help'.")
         return EXIT_INVALID_SETTINGS

@@ -7,7 +7,7 @@ import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -36,25 +36,13 @@ the service, and no mistake either when they are set."""
 
 DNS_PORT = 53
 DEFAULT_MAX_REQUEST_BODY = 16 * 2**20
-"""The largest request body read by default (LANDB_MAX_REQUEST_BODY): 16 MiB, so that every cluster of the
-chart's documented memory envelope (190,000 tokens: ingress nodes x names, docs/operations.md) works with
-defaults when a node joins or leaves. That ApplyChanges carries every name's addresses before and after:
-~36 bytes per token (IPv4) and ~1,200 per name, at most ~9 MiB inside the envelope (190 x 1,000: ~7 MiB
-sent, ~8 MiB estimated; 92 x 2,057, the most names a server's quota holds: ~9 MiB); the rest is room for
-longer addresses. external-dns' bodies are decoded at ~2x their size (webhook/wire.py). Records warns when
-a cluster outgrows the limit. 1 MiB until external-dns' bodies were decoded at ~7x (~16x for ``serve``)."""
+"""The largest request body read by default (LANDB_MAX_REQUEST_BODY): it holds the ApplyChanges of a node
+joining or leaving every cluster of the chart's memory envelope (docs/configuration.md states the rule and
+the figures)."""
 DEFAULT_MAX_REQUEST_ENDPOINTS = 10_000
-"""The most endpoints one request may carry by default (LANDB_MAX_REQUEST_ENDPOINTS). A body's bytes do
-not bound what it costs: the provider's work grows with its names, and 16 MiB of names (~100,000) would
-take ``serve`` past the chart's memory limit every loop. Every cluster of the documented envelope fits:
-the most names a cluster holds is what one server's quota holds (2,057), and the largest request
-external-dns sends for them is a node joining or leaving, each name's A record and its TXT claim in
-updateOld and again in updateNew, 4 x 2,057 = 8,228 endpoints.
-``serve``'s peak RSS with 3 ingress nodes, an AdjustEndpoints of that many names then an ApplyChanges
-creating half as many with their claims (``python -m bench.body_memory --endpoints 2000,8228,10000,20000
---max-request-endpoints 1000000``): 179 MiB at 2,000, 203 at 8,228, 208-217 at 10,000, 242 at 20,000
-(175 before the first request); 16 MiB of names (101,066) 469 MiB without the limit, 270 with it
-(refused, counted before decoding: webhook/wire.py ``endpoints_over``), under the chart's 384 MiB."""
+"""The most endpoints one request may carry by default (LANDB_MAX_REQUEST_ENDPOINTS): a body's bytes do
+not bound what it costs, its names do, and this holds the largest request of every cluster of the envelope
+while keeping ``serve`` under the chart's memory limit (docs/configuration.md has the measurements)."""
 
 DEFAULT_MAX_NAMES_PER_RESOURCE = 200
 """Names one Ingress or Service may ask for (LANDB_MAX_NAMES_PER_RESOURCE): far above any real Ingress's
@@ -92,22 +80,19 @@ class Settings(BaseSettings):
         DEFAULT_MAX_REQUEST_BODY,
         ge=2**16,
         le=2**25,
-        description="Largest webhook request body in bytes (default 16 MiB: a node joining or leaving "
-        "sends every name's addresses twice, ~36 bytes per name and ingress node plus ~1,200 per name, at "
-        "most ~9 MiB inside the chart's memory envelope of 190,000 tokens; Records warns when that would "
-        "not fit); a larger one is refused with a 503 naming this setting. external-dns' bodies decode at "
-        "~2x their size.",
+        description="Largest webhook request body in bytes (the default holds the ApplyChanges of a node "
+        "joining or leaving every cluster of the chart's memory envelope; Records warns when that would "
+        "not fit); a larger one is refused with a 503 naming this setting.",
     )
     max_request_endpoints: int = Field(
         DEFAULT_MAX_REQUEST_ENDPOINTS,
         ge=1_000,
         le=1_000_000,
         description="Most endpoints in one webhook request (AdjustEndpoints' list; ApplyChanges' create, "
-        "updateOld, updateNew and delete together); more are refused with a 503 naming this setting, "
-        "before the provider reads them. What a request costs grows with its names, not its bytes. "
-        "Default 10,000: a node joining or leaving a cluster of the most names one server's quota holds "
-        "(2,057) sends 4 per name (A record and TXT claim, before and after), 8,228; serve peaks at ~210 MiB "
-        "with 10,000 names (3 ingress nodes), ~470 MiB with 16 MiB of names (~100,000) when unlimited.",
+        "updateOld, updateNew and delete together); a request of more is cut before the provider reads it "
+        "(names outside the domain filter first, then the excess of the largest requester), with a log "
+        "line naming this setting. What a request costs grows with its names, not its bytes: the default "
+        "holds a node joining or leaving a cluster of the most names one server's quota holds.",
     )
     api_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         [],
@@ -541,6 +526,12 @@ class Settings(BaseSettings):
     @classmethod
     def _suffixes_are_lower_case(cls, value: list[str]) -> list[str]:
         return [suffix.strip().strip(".").lower() for suffix in value if suffix.strip().strip(".")]
+
+
+def setting_default(field: str) -> Any:
+    """The default of one setting as Settings writes it, the one place a default is written: for code
+    built without Settings at hand (a test's server) that takes a setting's value."""
+    return Settings.model_fields[field].default
 
 
 class InvalidResolver(ValueError):

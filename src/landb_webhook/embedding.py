@@ -77,7 +77,7 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
 
     metrics = Metrics.create()
     try:
-        provider, resources = build_provider(settings, metrics)
+        provider, adapters = build_provider(settings, metrics)
     except SettingError:
         api_listener.close()
         health_listener.close()
@@ -89,9 +89,9 @@ def run_webhook(settings: Settings, api_listener: socket.socket, health_listener
         api_listener.close()
         health_listener.close()
         return EXIT_CANNOT_START
-    closeable: _Closeable = resources
-    ask_openstack_once(resources)
-    start_dns_watch(settings, resources, metrics)
+    closeable: _Closeable = adapters
+    ask_openstack_once(adapters)
+    start_dns_watch(settings, adapters, metrics)
     try:
         api_app = create_api_app(
             provider,

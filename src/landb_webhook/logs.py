@@ -8,7 +8,7 @@ Patterns recognise a secret by its surroundings (``password=``, ``X-Auth-Token:`
 shape); a quoted value is taken whole, spaces included, and a JSON document escaped inside a string
 (``{\"password\": \"x\"}``) is read as one. An upstream body that echoes a bare password has no
 surroundings: so the configured credentials are also redacted by value, in their JSON-escaped form too:
-:func:`register_secrets` is called once at start-up with them (wiring.build_backends), and every text logged
+:func:`register_secrets` is called once at start-up with them (wiring.build_adapters), and every text logged
 or answered is scrubbed of them. Response bodies keystoneauth logs at debug (``RESP BODY:``) are omitted
 whole: an upstream body is never a log line.
 

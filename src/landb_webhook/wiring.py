@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from landb_webhook.adapters.ownership import ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.adapters.state import STATE_SUFFIX, ConfigMapStateStore
-from landb_webhook.backends import NameLookup, OwnershipStore, Ports, StateStore, UpstreamError, WriterLease
+from landb_webhook.backends import NameLookup, OwnershipStore, Ports, StateStore, UpstreamError
 from landb_webhook.config import ENV_PREFIX, SettingError, Settings, flag_and_variable, parse_resolver
 from landb_webhook.landb.name_policy import NamePolicy
 from landb_webhook.logs import register_secrets
@@ -58,21 +57,41 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass
-class Resources:
-    """What must be stopped when the service stops: the watches and the OpenStack session."""
+class Adapters:
+    """The adapters the settings configure, held by their concrete types, and the threads started beside
+    them. Distinct from backends.Ports, which hands the provider the same objects by their Protocols: the
+    start-up and shut-down work here (the node and claim watches, the first OpenStack call, the lease, the
+    DNS watch, the Events) needs what the Protocols do not offer."""
 
     nodes: KubernetesNodeSource
     servers: OpenStackServerStore
     ownership: OwnershipStore
-    lease: LeaseElector | None = None
+    state: StateStore
+    """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
     load_balancers: OctaviaLoadBalancers | None = None
-    """None: LANDB_LOADBALANCERS off."""
+    """The project's Octavia load balancers, on Nova's OpenStack session; None: LANDB_LOADBALANCERS off."""
+    names: NameLookup | None = None
+    """DNS, asked before a name's first write (the DNS watch's resolvers); None: LANDB_DNS_WATCH=false."""
+    lease: LeaseElector | None = None
+    """The writer Lease; None: LANDB_LEADER_ELECTION=false, or a one-shot command (which never writes)."""
     published: PublicationLog = field(default_factory=PublicationLog)
     """What the provider publishes, for the DNS watcher."""
     dns_watch: DnsWatch | None = None
     events: EventEmitter | None = None
     """The Kubernetes Events of the names' objects; None: LANDB_EVENTS=false."""
     closed: bool = field(default=False)
+
+    def ports(self) -> Ports:
+        """The same adapters as the provider and ``status`` see them: by their Protocols, passed whole."""
+        return Ports(
+            self.nodes,
+            self.servers,
+            self.ownership,
+            self.state,
+            self.load_balancers,
+            writer_lease=self.lease,
+            names=self.names,
+        )
 
     def close(self) -> None:
         """Called once the last apply has finished: the lease is released last, for the next replica."""
@@ -163,7 +182,7 @@ def node_source(
 def server_store(
     settings: Settings, *, clouds_yaml: Path | None = None, metrics: Metrics | None = None, **injected: Any
 ) -> OpenStackServerStore:
-    """Nova on an OpenStack session of its own (build_backends builds Octavia on the same session)."""
+    """Nova on an OpenStack session of its own (build_adapters builds Octavia on the same session)."""
     return OpenStackServerStore(
         openstack_session(settings, clouds_yaml=clouds_yaml, metrics=metrics, **injected)
     )
@@ -270,28 +289,6 @@ def lease_holder(settings: Settings) -> str:
 # -- the provider and what it is wired to ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Backends:
-    """The adapters behind the provider's backends, as configured by the settings."""
-
-    nodes: KubernetesNodeSource
-    servers: OpenStackServerStore
-    ownership: OwnershipStore
-    state: StateStore
-    """Where what must survive a restart is kept: beside the ownership ConfigMaps, or in memory."""
-    load_balancers: OctaviaLoadBalancers | None = None
-    """The project's Octavia load balancers, on Nova's OpenStack session; None: LANDB_LOADBALANCERS off."""
-    names: NameLookup | None = None
-    """DNS, asked before a name's first write (the DNS watch's resolvers); None: LANDB_DNS_WATCH=false."""
-
-    @cached_property
-    def ports(self) -> Ports:
-        """The same adapters as the provider and ``status`` see them: by their Protocols, passed whole."""
-        return Ports(
-            self.nodes, self.servers, self.ownership, self.state, self.load_balancers, names=self.names
-        )
-
-
 def _refuse_unverified_tls(settings: Settings, *, kubernetes: bool, openstack: bool) -> None:
     """A configuration that turns TLS verification off stops start-up (exit 2) unless the operator said
     so: the credentials (a service account token, a password) would go to whoever answers."""
@@ -309,9 +306,9 @@ def _refuse_unverified_tls(settings: Settings, *, kubernetes: bool, openstack: b
     )
 
 
-def build_backends(
+def build_adapters(
     settings: Settings, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.time
-) -> tuple[Backends, Resources]:
+) -> Adapters:
     """Wire the adapters. Makes no remote call: the node watch is not started and OpenStack
     authenticates on first use. ``clock`` (epoch seconds) is what node grace periods are measured with;
     ``metrics``, when given, count the OpenStack calls."""
@@ -350,8 +347,7 @@ def build_backends(
         else None
     )
     names = dns_resolver(settings) if settings.dns_watch else None
-    ports = Backends(nodes, servers, ownership, state, load_balancers, names)
-    return ports, Resources(nodes=nodes, servers=servers, ownership=ownership, load_balancers=load_balancers)
+    return Adapters(nodes, servers, ownership, state, load_balancers, names)
 
 
 NO_LOAD_BALANCER_SERVICE = (
@@ -370,27 +366,18 @@ def load_balancer_service(settings: Settings, load_balancers: OctaviaLoadBalance
     return "on"
 
 
-def provider_on(
-    ports: Backends,
-    settings: Settings,
-    metrics: Metrics,
-    *,
-    writer_lease: WriterLease | None = None,
-    **wired: Any,
-) -> LandbProvider:
-    """The provider on these adapters and ``writer_lease``; ``wired``: LandbProvider's other arguments
-    (clock, published, events)."""
-    return LandbProvider(
-        replace(ports.ports, writer_lease=writer_lease), provider_options(settings), metrics, **wired
-    )
+def provider_on(adapters: Adapters, settings: Settings, metrics: Metrics, **wired: Any) -> LandbProvider:
+    """The provider on these adapters (their writer Lease included); ``wired``: LandbProvider's other
+    arguments (clock, published, events)."""
+    return LandbProvider(adapters.ports(), provider_options(settings), metrics, **wired)
 
 
 def build_provider(
     settings: Settings, metrics: Metrics, *, clock: Callable[[], float] = time.time
-) -> tuple[LandbProvider, Resources]:
+) -> tuple[LandbProvider, Adapters]:
     """The provider on the configured adapters; the node watch starts in the background, so
     negotiation is answered at once."""
-    ports, resources = build_backends(settings, metrics=metrics, clock=clock)
+    adapters = build_adapters(settings, metrics=metrics, clock=clock)
     if not settings.external_dns_registry.has_owners:
         log.warning(
             "registry noop: every landb-alias on the cluster's nodes counts as managed",
@@ -408,33 +395,27 @@ def build_provider(
     lease = None
     if settings.leader_election:
         lease = lease_elector(settings, api_client_for(settings.kubeconfig))
-        resources.lease = lease
+        adapters.lease = lease
     if settings.events:
-        resources.events = event_emitter(settings, metrics)
+        adapters.events = event_emitter(settings, metrics)
     provider = provider_on(
-        ports,
-        settings,
-        metrics,
-        clock=clock,
-        writer_lease=lease,
-        published=resources.published,
-        events=resources.events,
+        adapters, settings, metrics, clock=clock, published=adapters.published, events=adapters.events
     )
     metrics.watch(
         writer_lease_held=(lambda: True) if lease is None else lambda: lease.held(wait=0),
-        node_cache_age=ports.nodes.cache_age,
+        node_cache_age=adapters.nodes.cache_age,
     )
-    lbs = ports.load_balancers
+    lbs = adapters.load_balancers
     metrics.watch_load_balancer_service(lambda: "off" if lbs is None else lbs.service()[0])
-    ports.nodes.start()
-    if isinstance(ports.ownership, ConfigMapOwnershipStore):
-        ports.ownership.start()  # the one-shot commands (connected_backends) read the claims fresh instead
+    adapters.nodes.start()
+    if isinstance(adapters.ownership, ConfigMapOwnershipStore):
+        adapters.ownership.start()  # the one-shot commands (connected_adapters) read the claims fresh instead
     if lease is not None:
         lease.start()
         log.info("leader election on", lease=f"{lease.namespace}/{lease.name}", identity=lease.identity)
-    if resources.events is not None:
-        resources.events.start()
-    return provider, resources
+    if adapters.events is not None:
+        adapters.events.start()
+    return provider, adapters
 
 
 def event_emitter(settings: Settings, metrics: Metrics) -> EventEmitter:
@@ -448,11 +429,11 @@ def event_emitter(settings: Settings, metrics: Metrics) -> EventEmitter:
     return EventEmitter(sink, metrics)
 
 
-def start_dns_watch(settings: Settings, resources: Resources, metrics: Metrics) -> None:
-    """``serve``'s DNS watcher, unless switched off; ``resources.close()`` stops it."""
+def start_dns_watch(settings: Settings, adapters: Adapters, metrics: Metrics) -> None:
+    """``serve``'s DNS watcher, unless switched off; ``adapters.close()`` stops it."""
     if settings.dns_watch:
-        resources.dns_watch = dns_watch(settings, resources.published, metrics, events=resources.events)
-        resources.dns_watch.start()
+        adapters.dns_watch = dns_watch(settings, adapters.published, metrics, events=adapters.events)
+        adapters.dns_watch.start()
 
 
 def dns_resolver(settings: Settings) -> DnsResolver:
@@ -477,14 +458,14 @@ def dns_watch(
     return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock, events=events)
 
 
-def ask_openstack_once(resources: Resources) -> threading.Thread:
+def ask_openstack_once(adapters: Adapters) -> threading.Thread:
     """One cheap call (the metadata quota) in the background at start-up: /readyz says ready only once
     OpenStack has answered, and this gets that answer, or the reason, before external-dns' first loop.
     Then one list of the load balancers (unless off), so that a cloud without Octavia is said at start-up."""
 
     def ask() -> None:
         try:
-            quota = resources.servers.max_metadata_items()
+            quota = adapters.servers.max_metadata_items()
         except UpstreamError as error:
             log.error(
                 "OpenStack did not answer at start-up: not ready until a call succeeds",
@@ -494,10 +475,10 @@ def ask_openstack_once(resources: Resources) -> threading.Thread:
             )
             return
         log.info("OpenStack answered", metadata_key_quota=quota)
-        if resources.load_balancers is not None:
+        if adapters.load_balancers is not None:
             # A cloud without Octavia is said now (once, naming the setting), not at the first Records.
             try:
-                resources.load_balancers.load_balancers()
+                adapters.load_balancers.load_balancers()
             except UpstreamError as error:
                 log.warning(
                     "Octavia did not answer at start-up: Records answers 503 until it does", error=str(error)
@@ -518,22 +499,22 @@ def _reach_kubernetes(settings: Settings) -> str:
 
 
 @contextmanager
-def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[Backends]:
+def connected_adapters(settings: Settings, *, sync_timeout: float) -> Iterator[Adapters]:
     """The adapters for a one-shot command, with the node inventory listed once; stopped on exit.
 
     Raises UpstreamError when the node list does not arrive within ``sync_timeout`` seconds.
     """
-    ports, resources = build_backends(settings)
+    adapters = build_adapters(settings)
     try:
         host = _reach_kubernetes(settings)
-        ports.nodes.start()
-        if not ports.nodes.wait_synced(sync_timeout):
+        adapters.nodes.start()
+        if not adapters.nodes.wait_synced(sync_timeout):
             raise UpstreamError(
                 KUBERNETES, f"the node list from {host} did not arrive within {sync_timeout:g} s"
             )
-        yield ports
+        yield adapters
     finally:
-        resources.close()
+        adapters.close()
 
 
 def check_dns(

@@ -97,17 +97,17 @@ def make_cluster(
             seed(nodes)
         metrics = Metrics.create(process_metrics=False)
         settings = settings_for(sim_clients, **overrides)
-        provider, resources = build_provider(settings, metrics, clock=clock)
-        started(resources)
+        provider, adapters = build_provider(settings, metrics, clock=clock)
+        started(adapters)
         cluster = Cluster(
-            simulator, provider, resources, metrics, nodes, eventually, lock_server, settings, clock=clock
+            simulator, provider, adapters, metrics, nodes, eventually, lock_server, settings, clock=clock
         )
         made.append(cluster)
         return cluster
 
     yield make
     for cluster in made:
-        cluster.resources.close()
+        cluster.adapters.close()
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError, LandbProvider
-from landb_webhook.wiring import Resources, build_provider
+from landb_webhook.wiring import Adapters, build_provider
 from support.logging_state import restored_logging
 
 OWNER = "test-cluster"
@@ -682,7 +682,7 @@ def test_adopt_refuses_bad_arguments_before_reading_anything(
 
 @pytest.fixture
 def make_provider(world: World) -> Iterator[Callable[..., LandbProvider]]:
-    built: list[Resources] = []
+    built: list[Adapters] = []
 
     def make(**overrides: Any) -> LandbProvider:
         settings = Settings(
@@ -692,14 +692,14 @@ def make_provider(world: World) -> Iterator[Callable[..., LandbProvider]]:
             inventory_max_age=0,
             **overrides,
         )
-        provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
-        built.append(resources)
-        assert resources.nodes.wait_synced(5)
+        provider, adapters = build_provider(settings, Metrics.create(process_metrics=False))
+        built.append(adapters)
+        assert adapters.nodes.wait_synced(5)
         return provider
 
     yield make
-    for resources in built:
-        resources.close()
+    for adapters in built:
+        adapters.close()
 
 
 def desired(*labels: str) -> list[Endpoint]:

@@ -53,13 +53,13 @@ def webhook(simulator: Simulator, sim_clients: ClientConfig) -> Iterator[tuple[W
     """The served app, the simulator, and the names of the ingress nodes (and of their servers)."""
     nodes = seed_cluster(simulator.state, ingress_nodes=INGRESS, workers=1)
     metrics = Metrics.create(process_metrics=False)
-    provider, resources = build_provider(settings_for(sim_clients, leader_election=False), metrics)
-    assert resources.nodes.wait_synced(5)
+    provider, adapters = build_provider(settings_for(sim_clients, leader_election=False), metrics)
+    assert adapters.nodes.wait_synced(5)
     try:
         with serving(provider, metrics=metrics, request_timeout=10, client_timeout=30) as served:
             yield served, simulator, set(nodes[:INGRESS])
     finally:
-        resources.close()
+        adapters.close()
 
 
 def endpoint_json(endpoint: Endpoint, key_case: Any) -> dict[str, Any]:

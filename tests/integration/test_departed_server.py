@@ -20,7 +20,7 @@ from landb_webhook.backends import Ports
 from landb_webhook.endpoint import Changes
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.provider.status.reader import read_status
-from landb_webhook.wiring import state_store
+from landb_webhook.wiring import health_policy, state_store
 from support.provider_cluster import OWNER, Cluster, api_writes, settings_for
 
 STATE = "landb-webhook-ownership-state"
@@ -30,7 +30,7 @@ def delete_node(cluster: Cluster, node: str) -> None:
     """``kubectl delete node`` without finalizers: gone at once; wait until the node cache has seen it."""
     cluster.sim.state.delete_node(node)
     cluster.eventually(
-        lambda: all(n.name != node for n in cluster.resources.nodes.nodes()),
+        lambda: all(n.name != node for n in cluster.adapters.nodes.nodes()),
         what=f"{node} gone from the node cache",
     )
 
@@ -199,8 +199,10 @@ def test_status_shows_a_departed_server_until_it_is_cleaned(
 
     def departed() -> list[tuple[str, str, tuple[str, ...]]]:
         found = read_status(
-            Ports(cluster.resources.nodes, cluster.resources.servers, cluster.resources.ownership, state),
+            Ports(cluster.adapters.nodes, cluster.adapters.servers, cluster.adapters.ownership, state),
             domain="cern.ch",
+            health=health_policy(settings),
+            registry=settings.external_dns_registry,
         )
         return [(d.node, d.server_id, d.tokens) for d in found.departed_servers]
 

@@ -540,14 +540,14 @@ def test_the_readme_install_verify_and_migration_steps_work_in_order(
 def assert_the_first_external_dns_loop_changes_nothing(settings: Settings) -> None:
     """The README's "Verify": external-dns, back with the names the Ingresses ask for, finds them its own
     on every ingress node and sends no ApplyChanges at all."""
-    provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
+    provider, adapters = build_provider(settings, Metrics.create(process_metrics=False))
     try:
-        assert resources.nodes.wait_synced(60)
+        assert adapters.nodes.wait_synced(60)
         desired = [Endpoint(f"{alias}.cern.ch", "A", ("192.0.2.1",)) for alias in CONTROLLER_ALIASES]
         with serving(provider) as webhook:
             loop = loop_over_http(webhook.api, desired, owner=OWNER_ID)
     finally:
-        resources.close()
+        adapters.close()
     assert loop.succeeded and loop.changes is None
 
 

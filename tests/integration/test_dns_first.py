@@ -190,7 +190,7 @@ def test_a_name_recreated_while_dns_still_answers_the_clusters_former_carriers_i
     cluster.sim.state.delete_node(gone)
     cluster.sim.state.delete_server(cluster.server_id(gone))
     cluster.eventually(
-        lambda: all(n.name != gone for n in cluster.resources.nodes.nodes()),
+        lambda: all(n.name != gone for n in cluster.adapters.nodes.nodes()),
         what=f"{gone} gone from the cache",
     )
 
@@ -261,10 +261,10 @@ def test_a_takeover_writes_ns_from_the_floor_and_is_shared_not_conflict_until_th
     now = [cluster.clock()]
     watch = dns_watch(
         cluster.settings,
-        cluster.resources.published,
+        cluster.adapters.published,
         cluster.metrics,
         clock=lambda: now[0],
-        events=cluster.resources.events,
+        events=cluster.adapters.events,
     )
     cluster.provider.records()  # the carriers reported: what DNS should answer is known
 

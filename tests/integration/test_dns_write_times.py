@@ -58,7 +58,7 @@ def test_an_apply_stores_when_it_wrote_each_name_and_a_restart_reads_it(make_clu
 
     cluster.restart()
     cluster.provider.records()
-    published = cluster.resources.published.published()
+    published = cluster.adapters.published.published()
     assert {name: (p.written_at, sorted(p.ips)) for name, p in published.items()} == {
         "app.cern.ch": (T, carriers),
         "web.cern.ch": (T + 600, carriers),

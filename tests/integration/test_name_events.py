@@ -21,7 +21,7 @@ from landb_webhook.landb.propagation import Addresses, Judgement, Published, Sta
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider
 from landb_webhook.provider.watch.event_emitter import EmitterOptions, EventEmitter
-from landb_webhook.wiring import build_backends, provider_on
+from landb_webhook.wiring import build_adapters, provider_on
 from support.fake_time import FakeTime
 from support.provider_cluster import OWNER, Cluster, settings_for
 
@@ -82,8 +82,8 @@ def test_each_ingress_hears_what_happened_to_its_name_and_a_second_loop_adds_no_
 
     names_before = sorted(e["metadata"]["name"] for e in sim.state.events(NAMESPACE))
     assert loop(cluster) == Changes()
-    assert cluster.resources.events is not None
-    cluster.eventually(lambda: cluster.resources.events.waiting() == 0, what="the emitter idle")
+    assert cluster.adapters.events is not None
+    cluster.eventually(lambda: cluster.adapters.events.waiting() == 0, what="the emitter idle")
     assert sorted(e["metadata"]["name"] for e in sim.state.events(NAMESPACE)) == names_before
     refused_again = next(e for e in sim.state.events(NAMESPACE) if e["regarding"]["name"] == "elsewhere")
     assert (
@@ -143,19 +143,19 @@ def thousand_names(
         simulator.state.add_ingress(NAMESPACE, f"app{index}", [f"app{index}.cern.ch"])
     settings = settings_for(sim_clients)
     metrics = Metrics.create(process_metrics=False)
-    ports, resources = build_backends(settings, metrics=metrics)
+    adapters = build_adapters(settings, metrics=metrics)
     clock = FakeTime()
     api_client = api_client_for(settings.kubeconfig)
     sink = TimedSink(KubernetesEventSink(api_client, instance="test-pod"), clock)
     options = EmitterOptions(rate=10.0, burst=100, queue_cap=10_000)
     emitter = EventEmitter(sink, metrics, options, clock=clock.time, monotonic=clock.monotonic)
-    provider = provider_on(ports, settings, metrics, events=emitter)
-    ports.nodes.start()
-    assert ports.nodes.wait_synced(5)
+    provider = provider_on(adapters, settings, metrics, events=emitter)
+    adapters.nodes.start()
+    assert adapters.nodes.wait_synced(5)
     try:
         yield provider, emitter, sink, clock, metrics
     finally:
-        resources.close()
+        adapters.close()
         api_client.close()
 
 
@@ -194,7 +194,7 @@ def test_with_landb_events_false_nothing_is_written(make_cluster: Any) -> None:
     cluster.sim.state.add_ingress(NAMESPACE, "myapp", ["myapp.cern.ch"])
     cluster.desired = [ingress("myapp", "myapp.cern.ch"), ingress("elsewhere", "myapp.example.org")]
     cluster.settle()
-    assert cluster.resources.events is None
+    assert cluster.adapters.events is None
     assert not [
         c for c in cluster.sim.state.api_calls("kubernetes") if "events" in c.path or "ingresses" in c.path
     ]
@@ -207,7 +207,7 @@ def test_after_a_move_from_an_ingress_to_an_httproute_every_event_is_the_routes(
     none on the deleted Ingress, though external-dns' update names the Ingress on its old side (the txt
     registry labels the current record with its claim's resource)."""
     cluster = make_cluster(events=True)
-    sim, emitter = cluster.sim, cluster.resources.events
+    sim, emitter = cluster.sim, cluster.adapters.events
     assert emitter is not None
     ingress_obj = sim.state.add_ingress(NAMESPACE, "myapp", ["myapp.cern.ch"])
     seed_gateway_route(sim.state, ["188.184.1.1"], namespace=NAMESPACE)

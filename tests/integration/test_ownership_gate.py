@@ -42,7 +42,7 @@ def hand_set_legacy(cluster: Cluster) -> dict[str, str]:
 
 
 def claim_names(cluster: Cluster) -> set[str]:
-    return {e.dns_name for e in cluster.resources.ownership.records()}
+    return {e.dns_name for e in cluster.adapters.ownership.records()}
 
 
 def node_metadata(cluster: Cluster) -> dict[str, dict[str, str]]:
@@ -106,7 +106,7 @@ def test_a_claim_alone_is_neither_stored_nor_deleted(cluster: Cluster) -> None:
     hand_set_legacy(cluster)
     cluster.want("app.cern.ch")
     cluster.settle()
-    ours = next(e for e in cluster.resources.ownership.records() if e.dns_name == "a-app.cern.ch")
+    ours = next(e for e in cluster.adapters.ownership.records() if e.dns_name == "a-app.cern.ch")
     smuggled = decode_changes(json.dumps({"create": [SMUGGLED_CLAIM]})).create
     with capture_logs() as logs, pytest.raises(ApplyError, match="not stored without its alias"):
         cluster.provider.apply_changes(Changes(create=smuggled))
@@ -174,7 +174,7 @@ def test_a_stored_claim_of_another_owner_makes_no_alias_ours(
     cluster: Cluster = make_cluster(txt_owner_id=owner_id)
     hand_set_legacy(cluster)
     claim = other_owners_claim("legacy.cern.ch")
-    cluster.resources.ownership.apply([claim], [])
+    cluster.adapters.ownership.apply([claim], [])
     before = node_metadata(cluster)
     deletion = Changes(delete=(Endpoint("legacy.cern.ch", "A", ("188.184.0.1",)), claim))
 

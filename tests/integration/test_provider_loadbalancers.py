@@ -387,7 +387,7 @@ def test_the_dns_watch_follows_tagged_names_from_the_tag_write_to_their_vip_and_
     octavia.add_load_balancer("kube_service_cluster_default_shop", VIP_SHOP)
     resolver = DnsResolver([parse_resolver(dns.address)], timeout=2.0)
     watch = DnsWatch(
-        cluster.resources.published,
+        cluster.adapters.published,
         resolver,
         DnsWatchOptions(queries_per_second=50, recheck_period=30),
         clock=clock,
@@ -411,7 +411,7 @@ def test_the_dns_watch_follows_tagged_names_from_the_tag_write_to_their_vip_and_
     octavia.observe_tag_changes(None)
     clock.now += 300  # Records sees the writes a loop later
     assert cluster.loop() == Changes()
-    published = cluster.resources.published.published()
+    published = cluster.adapters.published.published()
     assert (published["shop.cern.ch"].ips, published["shop.cern.ch"].written_at) == ({VIP_SHOP}, written)
     assert (published["app.cern.ch"].ips, published["app.cern.ch"].former) == ({VIP_APP}, set(node_ips))
 
@@ -440,7 +440,7 @@ def test_a_cloud_without_octavia_publishes_on_the_nodes_and_says_so_once_at_star
     cluster.desired = [ingress("app.cern.ch")]
 
     with capture_logs() as logs:
-        ask_openstack_once(cluster.resources).join(30)
+        ask_openstack_once(cluster.adapters).join(30)
         cluster.settle()
 
     assert set(cluster.aliases(cluster.nodes[0])) == {"app"}

@@ -21,8 +21,8 @@ from landb_webhook.backends import Ports, UpstreamError
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import PARSED_VALUES, read_aliases
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider import ApplyError, LandbProvider, ProviderOptions
-from landb_webhook.wiring import ask_openstack_once, build_provider
+from landb_webhook.provider import ApplyError, LandbProvider
+from landb_webhook.wiring import ask_openstack_once, build_provider, provider_options
 from support.kube_requests import is_watch
 from support.metrics import counted
 from support.provider_cluster import OWNER, Cluster, api_writes, metadata_writes, settings_for
@@ -56,8 +56,8 @@ def test_a_settled_loop_makes_no_kubernetes_request(make_cluster: Any) -> None:
     cluster = make_cluster(leader_election=False)  # the writer Lease is renewed on a clock of its own
     cluster.want("app.cern.ch", "web.cern.ch")
     cluster.settle()
-    assert isinstance(cluster.resources.ownership, ConfigMapOwnershipStore)
-    assert cluster.resources.ownership.wait_synced(5)
+    assert isinstance(cluster.adapters.ownership, ConfigMapOwnershipStore)
+    assert cluster.adapters.ownership.wait_synced(5)
     cluster.sim.state.reset_api_calls()
     for _ in range(5):
         assert cluster.loop() == Changes()
@@ -317,7 +317,7 @@ def test_a_mistyped_ingress_selector_is_said_at_the_first_records_naming_it_once
     """LANDB_INGRESS_SELECTOR=role=ingres: Records answers (nothing to publish is no outage) and /readyz
     stays ready, but the first Records says it, the apply's refusal names the selector, the gauge reads 0."""
     cluster = make_cluster(ingress_nodes=2, workers=1, ingress_selector="role=ingres")
-    ask_openstack_once(cluster.resources).join(timeout=30)
+    ask_openstack_once(cluster.adapters).join(timeout=30)
     with capture_logs() as logs:
         for _ in range(3):
             cluster.provider.records()
@@ -421,7 +421,7 @@ def test_readiness_says_why_the_webhook_cannot_do_its_job(make_cluster: Any) -> 
     cluster.sim.state.inject_fault(
         api="keystone", method="POST", path_pattern="/auth/tokens", status=401, times=None
     )
-    cluster.resources.servers.close()  # drops the cached token: the next call authenticates again
+    cluster.adapters.servers.close()  # drops the cached token: the next call authenticates again
     with pytest.raises(UpstreamError):
         cluster.provider.records()
     readiness = cluster.provider.readiness()
@@ -445,7 +445,7 @@ def test_serve_asks_openstack_once_at_start_up_and_is_ready_only_after_an_answer
         )
 
     with capture_logs() as logs:
-        ask_openstack_once(cluster.resources).join(timeout=30)
+        ask_openstack_once(cluster.adapters).join(timeout=30)
 
     readiness = cluster.provider.readiness()
     if keystone_refuses:
@@ -460,11 +460,11 @@ def test_serve_asks_openstack_once_at_start_up_and_is_ready_only_after_an_answer
 
 def test_readiness_waits_for_the_node_cache(simulator: Simulator, sim_clients: ClientConfig) -> None:
     simulator.state.inject_fault(api="kubernetes", status=503, times=None)
-    provider, resources = build_provider(settings_for(sim_clients), Metrics.create(process_metrics=False))
+    provider, adapters = build_provider(settings_for(sim_clients), Metrics.create(process_metrics=False))
     try:
         readiness = provider.readiness()
     finally:
-        resources.close()
+        adapters.close()
     assert not readiness.ready
     assert readiness.reason.startswith("kubernetes: ") and "not synced yet" in readiness.reason
 
@@ -614,7 +614,7 @@ def test_the_alias_gauges_split_owned_from_unowned_and_count_what_status_flags(m
 
 def test_the_writer_lease_and_node_cache_gauges_are_read_when_scraped(make_cluster: Any) -> None:
     elected = make_cluster()
-    assert elected.resources.lease is not None
+    assert elected.adapters.lease is not None
     elected.eventually(
         lambda: elected.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 1,
         what="the writer lease gauge to show the lease held",
@@ -622,7 +622,7 @@ def test_the_writer_lease_and_node_cache_gauges_are_read_when_scraped(make_clust
     age = elected.metrics.registry.get_sample_value("landb_webhook_node_cache_age_seconds")
     assert age is not None and math.isfinite(age) and age >= 0  # synced (+Inf before the first list)
 
-    elected.resources.lease.stop()  # released: this replica may no longer write
+    elected.adapters.lease.stop()  # released: this replica may no longer write
     assert elected.metrics.registry.get_sample_value("landb_webhook_writer_lease_held") == 0
 
     alone = make_cluster(ingress_nodes=0, workers=0, leader_election=False)
@@ -632,10 +632,10 @@ def test_the_writer_lease_and_node_cache_gauges_are_read_when_scraped(make_clust
 def test_a_replica_without_the_writer_lease_leaves_orphaned_claims_alone(make_cluster: Any) -> None:
     """Dropping a claim is a write: only the lease holder makes it (its own Records does)."""
     cluster = make_cluster()
-    assert cluster.resources.lease is not None
+    assert cluster.adapters.lease is not None
     orphan = ownership_record(Endpoint("gone.cern.ch", "A", ("192.0.2.1",)), OWNER)
-    cluster.resources.ownership.apply([orphan], [])
-    cluster.resources.lease.stop()  # released: another replica may hold it now
+    cluster.adapters.ownership.apply([orphan], [])
+    cluster.adapters.lease.stop()  # released: another replica may hold it now
 
     cluster.provider.records()
 
@@ -664,10 +664,10 @@ def test_the_claim_write_is_fenced_too_and_nothing_is_written_once_the_lease_is_
     make_cluster: Any,
 ) -> None:
     cluster = make_cluster()
-    ports = cluster.resources
+    adapters = cluster.adapters
     provider = LandbProvider(
-        Ports(ports.nodes, ports.servers, ports.ownership, writer_lease=LapsedLease()),
-        ProviderOptions(inventory_max_age=0),
+        Ports(adapters.nodes, adapters.servers, adapters.ownership, writer_lease=LapsedLease()),
+        provider_options(cluster.settings),
         cluster.metrics,
     )
     record = Endpoint("app.cern.ch", "A", ("192.0.2.1",))
@@ -676,7 +676,7 @@ def test_the_claim_write_is_fenced_too_and_nothing_is_written_once_the_lease_is_
         provider.apply_changes(Changes(create=(record, ownership_record(record, OWNER))))
 
     assert api_writes(cluster.sim) == []
-    assert ports.ownership.records() == []
+    assert adapters.ownership.records() == []
     refused = {"reason": "writer_lease_lost"}
     assert cluster.metrics.registry.get_sample_value("landb_webhook_refused_changes_total", refused) == 1
 

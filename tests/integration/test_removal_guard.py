@@ -8,6 +8,7 @@ loop (landb_simulator.external_dns), and once through the HTTP app for the 503 e
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -242,5 +243,6 @@ def test_the_allow_switch_starts_the_window_afresh(make_cluster: Any) -> None:
     [(0, 0, False), (4, 4, False), (5, 5, True), (5, 10, False), (6, 10, True), (60, 1000, False)],
 )
 def test_guard_thresholds(withdrawn: int, published_count: int, trips: bool) -> None:
-    assert RemovalGuard(max_share=0.5, min_count=5).trips(withdrawn, published_count) is trips
-    assert RemovalGuard(max_share=0.5, min_count=5, allow=True).trips(withdrawn, published_count) is False
+    guard = RemovalGuard(max_share=0.5, min_count=5, allow=False, window_seconds=HOUR)
+    assert guard.trips(withdrawn, published_count) is trips
+    assert replace(guard, allow=True).trips(withdrawn, published_count) is False

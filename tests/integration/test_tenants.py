@@ -99,7 +99,7 @@ def test_another_namespaces_load_balancer_merged_into_an_owned_name_never_moves_
         in note
     )
     assert counted(cluster.metrics, "dropped_endpoints_total", reason="foreign_load_balancer") >= 1
-    events = cluster.resources.events
+    events = cluster.adapters.events
     assert events is not None
     cluster.eventually(events.idle, what="every event written")
     assert refusals(cluster.sim, "team-a") == {}  # its name stayed as it was: nothing to tell its owner

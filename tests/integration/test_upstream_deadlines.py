@@ -76,9 +76,9 @@ def test_every_upstream_request_of_a_loop_has_a_connect_and_a_read_timeout(
         lease_namespace="default",
         dns_watch=False,  # no resolver but a loopback one
     )
-    provider, resources = build_provider(settings, Metrics.create(process_metrics=False))
+    provider, adapters = build_provider(settings, Metrics.create(process_metrics=False))
     try:
-        ask_openstack_once(resources)  # as serve does: ready only once OpenStack has answered
+        ask_openstack_once(adapters)  # as serve does: ready only once OpenStack has answered
         deadline = time.monotonic() + WAIT
         while not provider.readiness().ready:  # watches synced, Lease held, OpenStack answered
             assert time.monotonic() < deadline, provider.readiness().reason
@@ -88,7 +88,7 @@ def test_every_upstream_request_of_a_loop_has_a_connect_and_a_read_timeout(
         provider.apply_changes(decode_changes(create_with_claim("deadlines")))
         assert any(record.dns_name == "deadlines.cern.ch" for record in provider.records())
     finally:
-        resources.close()
+        adapters.close()
 
     paths = {request.path.split("?")[0] for request in sent}
     for upstream in ("/identity/v3/auth/tokens", "/compute/", "/api/v1/nodes", "/configmaps", "/leases"):

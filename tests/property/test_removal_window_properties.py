@@ -23,6 +23,11 @@ OLD = [f"app{i}" for i in range(30)]
 gaps = st.floats(min_value=0, max_value=HOUR / 10, allow_nan=False)
 
 
+def removal_guard(*, max_share: float, min_count: int) -> RemovalGuard:
+    """The removal guard with these thresholds over an hour, mass removal not allowed."""
+    return RemovalGuard(max_share=max_share, min_count=min_count, allow=False, window_seconds=HOUR)
+
+
 @st.composite
 def slices(draw: st.DrawFn) -> list[frozenset[str]]:
     """Disjoint groups of the old names, each withdrawn by one apply."""
@@ -107,7 +112,7 @@ def test_a_window_that_is_not_one_is_refused(text: str) -> None:
 
 def test_the_applies_of_four_the_issue_names_trip_the_guard_on_the_second() -> None:
     """Ten published, removed four at a time: the second apply makes eight of ten."""
-    guard = RemovalGuard(max_share=0.5, min_count=5)
+    guard = removal_guard(max_share=0.5, min_count=5)
     names = OLD[:10]
     window = RemovalWindow(HOUR).after(START, 10, names[:4])
     count = window.count(START + 60, 6, names[4:8])
@@ -168,7 +173,7 @@ def test_the_window_counts_exactly_the_names_on_the_air_at_its_start_withdrawn_w
 def test_withdrawing_publishing_again_and_withdrawing_others_is_no_way_around_the_window() -> None:
     """The issue's history, defaults (half, at least five): ten names, four withdrawn, the same four
     published again, four others withdrawn: eight of the ten on the air at the window's start."""
-    guard = RemovalGuard(max_share=0.5, min_count=5)
+    guard = removal_guard(max_share=0.5, min_count=5)
     names, first, others = OLD[:10], frozenset(OLD[:4]), frozenset(OLD[4:8])
     window = RemovalWindow(HOUR).after(START, len(names), first)
     window = window.after(START + 60, len(names) - 4, (), first)
@@ -191,7 +196,7 @@ def test_the_guard_counts_exactly_the_withdrawn_names_left_with_no_carrier_once_
     after = carriers(apply_plan(fleet, plan_changes(fleet, dict.fromkeys(withdraw, frozenset()))))
     gone = {label for label in withdraw if before.get(label) and not after.get(label)}
 
-    never_trips = RemovalGuard(min_count=10**6)
+    never_trips = removal_guard(max_share=0.5, min_count=10**6)
     window = guard_removals(
         never_trips,
         RemovalWindow(HOUR),
@@ -222,7 +227,7 @@ def teams(draw: st.DrawFn) -> tuple[dict[str, str], set[str], set[str]]:
 
 def guarded(whose: dict[str, str], withdraw: set[str], created: set[str], window: RemovalWindow) -> Any:
     return guard_removals(
-        RemovalGuard(max_share=0.5, min_count=3),
+        removal_guard(max_share=0.5, min_count=3),
         window,
         withdraw=withdraw,
         publish=created,
@@ -244,7 +249,7 @@ def test_a_namespace_is_held_back_exactly_as_if_it_were_alone(
     together = guarded(whose, withdraw, created, RemovalWindow(HOUR))
     own = {label for label in OLD if whose[label] == team}
     alone = guard_removals(
-        RemovalGuard(max_share=0.5, min_count=3),
+        removal_guard(max_share=0.5, min_count=3),
         RemovalWindow(HOUR),
         withdraw=withdraw & own,
         publish={label for label in created if whose[label] == team},
@@ -256,7 +261,7 @@ def test_a_namespace_is_held_back_exactly_as_if_it_were_alone(
     held_together = {label for label in together.held_labels() if whose[label] == team}
     assert held_together == alone.held_labels()
     assert held_together in (set(), withdraw & own)
-    tripped = RemovalGuard(max_share=0.5, min_count=3).trips(len(withdraw & own), len(own))
+    tripped = removal_guard(max_share=0.5, min_count=3).trips(len(withdraw & own), len(own))
     assert bool(held_together) == tripped
 
 

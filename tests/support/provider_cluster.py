@@ -21,7 +21,7 @@ from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import LandbProvider
-from landb_webhook.wiring import Resources, build_provider
+from landb_webhook.wiring import Adapters, build_provider
 from support import waiting
 
 Eventually = Callable[..., Any]
@@ -34,7 +34,7 @@ OWNER = "test-cluster"
 class Cluster:
     sim: Simulator
     provider: LandbProvider
-    resources: Resources
+    adapters: Adapters
     metrics: Metrics
     nodes: list[str]
     eventually: Eventually
@@ -45,10 +45,10 @@ class Cluster:
 
     def restart(self) -> None:
         """A new process: nothing in memory; the same settings, clock, Nova and ConfigMaps."""
-        self.resources.close()
+        self.adapters.close()
         self.metrics = Metrics.create(process_metrics=False)
-        self.provider, self.resources = build_provider(self.settings, self.metrics, clock=self.clock)
-        started(self.resources)
+        self.provider, self.adapters = build_provider(self.settings, self.metrics, clock=self.clock)
+        started(self.adapters)
 
     def server_id(self, node: str) -> str:
         return next(s.id for s in self.sim.state.servers() if s.name == node)
@@ -119,7 +119,7 @@ class Cluster:
     def cache_sees(self, node: str, check: Callable[[Node], bool], what: str) -> None:
         """Wait until the watch-fed node cache holds ``node`` and ``check`` holds for it."""
         self.eventually(
-            lambda: any(n.name == node and check(n) for n in self.resources.nodes.nodes()), what=what
+            lambda: any(n.name == node and check(n) for n in self.adapters.nodes.nodes()), what=what
         )
 
     def relabel(self, node: str, is_ingress: bool) -> None:
@@ -137,12 +137,12 @@ LEASE_DEADLINE = 30.0
 """Seconds for the elector's first round, which takes one request (a Lease created or taken)."""
 
 
-def started(resources: Resources) -> None:
+def started(adapters: Adapters) -> None:
     """Wait until the background threads' first work is done: the node cache synced and, with leader
     election, the writer Lease held. Its creation is a Kubernetes write of the elector thread: sent late on a
     loaded machine, it landed after a test had reset the call record it then counted."""
-    assert resources.nodes.wait_synced(5)
-    lease = resources.lease
+    assert adapters.nodes.wait_synced(5)
+    lease = adapters.lease
     if lease is not None:
         waiting.eventually(lease.held, what="the writer Lease held", timeout=LEASE_DEADLINE)
 

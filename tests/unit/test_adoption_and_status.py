@@ -30,6 +30,8 @@ from landb_webhook.provider.status.analysis import StatusAnalysis, analyse
 from landb_webhook.provider.status.problems import count_needing_attention, names_to_judge
 
 DOMAIN = "cern.ch"
+POLICY = HealthPolicy(grace_seconds=300.0, cordoned_carry=True)
+"""How every analysis here judges the nodes: 5 minutes of grace, a cordoned node still carries."""
 
 
 def inventory(
@@ -109,6 +111,7 @@ def test_a_tidy_cluster_needs_nobody() -> None:
         inventory({"n0": {"landb-alias": "app--load-0-"}, "n1": {"landb-alias": "app--load-1-"}}),
         [claim_record("app.cern.ch", "c")],
         domain=DOMAIN,
+        health=POLICY,
         quota=128,
     )
     assert status.attention() == []
@@ -121,16 +124,18 @@ def test_a_tidy_cluster_needs_nobody() -> None:
 
 
 def test_no_ingress_node_at_all_needs_a_human() -> None:
-    status = analyse(inventory({"n0": {}}, workers=("n0",)), [], domain=DOMAIN)
+    status = analyse(inventory({"n0": {}}, workers=("n0",)), [], domain=DOMAIN, health=POLICY)
     assert status.attention() == ["no node matches the ingress selector: no alias can be placed"]
 
 
 def test_the_key_quota_is_reported_above_eighty_percent_only() -> None:
     at_eighty = {f"k{i}": "v" for i in range(8)}
     above = {f"k{i}": "v" for i in range(9)}
-    status = analyse(inventory({"n0": at_eighty, "n1": above}), [], domain=DOMAIN, quota=10)
+    status = analyse(inventory({"n0": at_eighty, "n1": above}), [], domain=DOMAIN, health=POLICY, quota=10)
     assert [(u.node, u.keys, u.quota) for u in status.servers_near_quota] == [("n1", 9, 10)]
-    assert analyse(inventory({"n1": above}), [], domain=DOMAIN).servers_near_quota == ()  # quota not read
+    assert (
+        analyse(inventory({"n1": above}), [], domain=DOMAIN, health=POLICY).servers_near_quota == ()
+    )  # quota not read
 
 
 def test_every_kind_of_trouble_is_a_problem_of_its_name() -> None:
@@ -146,6 +151,7 @@ def test_every_kind_of_trouble_is_a_problem_of_its_name() -> None:
         ),
         [],
         domain=DOMAIN,
+        health=POLICY,
     )
     problems = {name.label: name.problems for name in status.names}
     assert problems["pinned"] == ()  # a frozen form alone is information, not trouble
@@ -166,7 +172,7 @@ def test_a_carrier_that_is_not_ready_or_is_being_deleted_needs_a_human_an_idle_o
     sick = {"n0": {"ready": False}, "n1": {"deleting": True, "unschedulable": True}, "n2": {"ready": False}}
     found = replace(found, nodes=tuple(replace(node, **sick[node.name]) for node in found.nodes))
 
-    status = analyse(found, [], domain=DOMAIN)
+    status = analyse(found, [], domain=DOMAIN, health=POLICY)
 
     assert status.attention() == [
         "node n0 is NotReady and still carries app: LanDB sends it a share of their requests",
@@ -185,6 +191,7 @@ def test_adoption_claims_clean_names_and_says_where_the_next_loop_adds_them() ->
         ),
         [],
         domain=DOMAIN,
+        health=POLICY,
     )
     adoption = plan_adoption(status, owner_id="c", domain=DOMAIN)
     assert [(d.label, d.reason) for d in adoption.claims] == [
@@ -205,6 +212,7 @@ def test_adoption_leaves_claimed_missing_and_troubled_names_with_their_reason() 
         ),
         [claim_record("mine.cern.ch", "c"), claim_record("theirs.cern.ch", "other")],
         domain=DOMAIN,
+        health=POLICY,
     )
     adoption = plan_adoption(status, owner_id="c", labels={"mine", "theirs", "dup", "absent"}, domain=DOMAIN)
     assert adoption.claims == ()
@@ -221,6 +229,7 @@ def test_a_plain_alias_is_shown_and_a_name_held_both_ways_needs_a_human_neither_
         inventory({"n0": {"landb-alias": "mixed--load-0-,cname"}, "n1": {"landb-alias": "mixed"}}),
         [],
         domain=DOMAIN,
+        health=POLICY,
     )
     cname, mixed = status.names
     assert (cname.label, cname.holdings, cname.plain_nodes, cname.problems) == ("cname", (), ("n0",), ())
@@ -249,6 +258,7 @@ def test_adoption_under_a_selector_that_matches_no_node_names_the_selector_not_t
         ),
         [claim_record("mine.cern.ch", "c")],
         domain=DOMAIN,
+        health=POLICY,
     )
 
     adoption = plan_adoption(status, owner_id="c", domain=DOMAIN, ingress_selector="role=ingres")
@@ -263,7 +273,7 @@ def test_adoption_under_a_selector_that_matches_no_node_names_the_selector_not_t
 
 def test_adoption_refuses_an_owner_id_a_claim_cannot_hold() -> None:
     with pytest.raises(InvalidOwnerId):
-        plan_adoption(analyse(inventory({}), [], domain=DOMAIN), owner_id="a,b", domain=DOMAIN)
+        plan_adoption(analyse(inventory({}), [], domain=DOMAIN, health=POLICY), owner_id="a,b", domain=DOMAIN)
 
 
 # -- the promise: the loop after adoption neither removes nor renumbers -------------------------------------
@@ -273,7 +283,6 @@ KEYS = ("landb-alias", "landb-alias2", "landb-alias1")  # landb-alias1 is a key 
 
 
 NOW = 10_000.0
-POLICY = HealthPolicy(grace_seconds=300.0)
 HEALTH = st.sampled_from(
     [
         {},
@@ -330,7 +339,7 @@ def test_a_name_on_an_unhealthy_carrier_is_left_with_the_reason() -> None:
     sick = replace(found.nodes[0], ready=False, ready_changed_at=NOW - 3_000)
     found = replace(found, nodes=(sick, found.nodes[1]))
 
-    adoption = plan_adoption(analyse(found, [], domain=DOMAIN), owner_id="c", domain=DOMAIN)
+    adoption = plan_adoption(analyse(found, [], domain=DOMAIN, health=POLICY), owner_id="c", domain=DOMAIN)
 
     assert adoption.claims == ()
     [left] = adoption.left
@@ -388,7 +397,7 @@ def test_after_one_servers_write_only_the_value_it_changed_and_its_names_are_ana
     names = [f"app{i}" for i in range(20)]
     metadata = {f"n{n}": _slots(n, names) for n in range(10)}  # 4 values a server
     claims = [claim_record(f"{label}.{DOMAIN}", "c") for label in names]
-    kept = StatusAnalysis(domain=DOMAIN)
+    kept = StatusAnalysis(domain=DOMAIN, health=POLICY)
     kept.analyse(inventory(metadata), claims)
     assert (kept.values_analysed, kept.names_analysed) == (40, 20)
 
@@ -399,7 +408,7 @@ def test_after_one_servers_write_only_the_value_it_changed_and_its_names_are_ana
     status = kept.analyse(inventory(written), claims)
     # n3's second value; the names whose holdings it changed: app6..app9 let go, new (app5 is as it was)
     assert (kept.values_analysed, kept.names_analysed) == (41, 20 + 5)
-    assert status == analyse(inventory(written), claims, domain=DOMAIN)
+    assert status == analyse(inventory(written), claims, domain=DOMAIN, health=POLICY)
 
 
 def test_a_value_written_on_every_server_costs_those_values_and_their_names_not_every_holding() -> None:
@@ -408,7 +417,7 @@ def test_a_value_written_on_every_server_costs_those_values_and_their_names_not_
     names = [f"app{i}" for i in range(20)]
     metadata = {f"n{n}": _slots(n, names) for n in range(10)}
     claims = [claim_record(f"{label}.{DOMAIN}", "c") for label in names]
-    kept = StatusAnalysis(domain=DOMAIN)
+    kept = StatusAnalysis(domain=DOMAIN, health=POLICY)
     kept.analyse(inventory(metadata), claims)
 
     kept_in_third = ["app10", "app11", "app13", "app14"]  # app12 is let go
@@ -425,21 +434,21 @@ def test_a_value_written_on_every_server_costs_those_values_and_their_names_not_
     # a value a server; of its names only app12's holdings changed, and it has none left
     assert (kept.values_analysed, kept.names_analysed) == (40 + 10, 20)
     assert status.name("app12") is None
-    assert status == analyse(inventory(without), smaller, domain=DOMAIN)
+    assert status == analyse(inventory(without), smaller, domain=DOMAIN, health=POLICY)
 
 
 def test_a_change_of_claims_analyses_no_holdings_again() -> None:
     names = [f"app{i}" for i in range(20)]
     metadata = {f"n{n}": _slots(n, names) for n in range(10)}
     claims = [claim_record(f"{label}.{DOMAIN}", "c") for label in names]
-    kept = StatusAnalysis(domain=DOMAIN)
+    kept = StatusAnalysis(domain=DOMAIN, health=POLICY)
     kept.analyse(inventory(metadata), claims)
 
     other = [claim_record(f"app3.{DOMAIN}", "d"), *claims[4:]]  # app3 changes hands, app0..app2 let go
     status = kept.analyse(inventory(metadata), other)
 
     assert (kept.values_analysed, kept.names_analysed) == (40, 20)
-    assert status == analyse(inventory(metadata), other, domain=DOMAIN)
+    assert status == analyse(inventory(metadata), other, domain=DOMAIN, health=POLICY)
     owners = {name.label: name.owners for name in status.names}
     assert (owners["app0"], owners["app3"], owners["app4"]) == ((), ("d",), ("c",))
 
@@ -467,7 +476,7 @@ def test_two_nodes_on_one_server_are_counted_as_two_holders() -> None:
         found, nodes=(*found.nodes, twin), servers={**found.servers, "n0-twin": found.servers["n1"]}
     )
 
-    [web] = [name for name in analyse(found, [], domain=DOMAIN).names if name.problems]
+    [web] = [name for name in analyse(found, [], domain=DOMAIN, health=POLICY).names if name.problems]
     assert web.problems == ("N=1 is held by 2 nodes (n0-twin, n1): LanDB needs one N per carrier",)
     assert count_needing_attention(found, domain=DOMAIN) == 1
 
@@ -479,7 +488,7 @@ def test_a_departed_server_holding_a_name_is_not_one_of_its_holders() -> None:
     gone = Server("id-n2", "n2", {"landb-alias": "app--load-0-,web--load-0-,web--load-1-"})
     found = replace(found, departed=((Remembered("id-n2", "n2", ("10.0.0.9",)), gone),))
 
-    status = analyse(found, [], domain=DOMAIN)
+    status = analyse(found, [], domain=DOMAIN, health=POLICY)
     assert [(name.label, name.problems) for name in status.names] == [("app", ())]
     assert [d.node for d in status.departed_servers] == ["n2"]
     assert count_needing_attention(found, domain=DOMAIN) == 0

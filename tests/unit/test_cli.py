@@ -362,17 +362,17 @@ import sys, types
 from landb_webhook.endpoint import DomainFilter
 from support.memory_provider import InMemoryProvider
 
-class Resources:
+class Adapters:
     def close(self):
-        print("resources closed", flush=True)
+        print("adapters closed", flush=True)
 
 def build_provider(settings, metrics):
-    return InMemoryProvider(DomainFilter(include=tuple(settings.domain_filter))), Resources()
+    return InMemoryProvider(DomainFilter(include=tuple(settings.domain_filter))), Adapters()
 
 composition_root = types.ModuleType("landb_webhook.wiring")
 composition_root.build_provider = build_provider
-composition_root.ask_openstack_once = lambda resources: None
-composition_root.start_dns_watch = lambda settings, resources, metrics: None
+composition_root.ask_openstack_once = lambda adapters: None
+composition_root.start_dns_watch = lambda settings, adapters, metrics: None
 sys.modules["landb_webhook.wiring"] = composition_root
 
 from landb_webhook.cli import main
@@ -441,7 +441,7 @@ def test_serve_answers_then_stops_gracefully_on_sigterm(
     assert process.wait(WAIT) == 0
     assert next_event(lines, "stopped")["level"] == "info"
     assert process.stdout is not None
-    assert process.stdout.read() == "resources closed\n"
+    assert process.stdout.read() == "adapters closed\n"
 
 
 def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
@@ -452,7 +452,7 @@ def test_serve_exits_1_with_one_line_when_the_provider_cannot_be_built(
 
     composition_root = types.ModuleType("landb_webhook.wiring")
     composition_root.build_provider = build_provider  # type: ignore[attr-defined]
-    composition_root.ask_openstack_once = lambda resources: None  # type: ignore[attr-defined]
+    composition_root.ask_openstack_once = lambda adapters: None  # type: ignore[attr-defined]
     composition_root.start_dns_watch = lambda *arguments: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)
     with restored_logging():
@@ -492,14 +492,14 @@ def test_a_one_shot_failure_before_the_secrets_are_known_prints_no_secret(
     token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJl"
 
     @contextlib.contextmanager
-    def connected_backends(settings: Settings, *, sync_timeout: float) -> Iterator[None]:
+    def connected_adapters(settings: Settings, *, sync_timeout: float) -> Iterator[None]:
         raise RuntimeError(
             f"cannot load {{'password': '{password}', 'client-key-data': '{key_data}'}} bearer {token}\x1b[2J"
         )
         yield
 
     composition_root = types.ModuleType("landb_webhook.wiring")
-    composition_root.connected_backends = connected_backends  # type: ignore[attr-defined]
+    composition_root.connected_adapters = connected_adapters  # type: ignore[attr-defined]
     composition_root.ownership_namespace_hint = lambda settings, error: None  # type: ignore[attr-defined]
     composition_root.check_dns = None  # type: ignore[attr-defined]  # never reached
     monkeypatch.setitem(sys.modules, "landb_webhook.wiring", composition_root)

@@ -8,7 +8,7 @@ from landb_webhook.backends import Node
 from landb_webhook.provider.read.health import HealthPolicy, judge
 
 NOW = 1_800_000_000.0
-POLICY = HealthPolicy(grace_seconds=300)
+POLICY = HealthPolicy(grace_seconds=300, cordoned_carry=True)
 
 
 def node(**health: Any) -> Node:

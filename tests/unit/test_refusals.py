@@ -7,14 +7,15 @@ from collections.abc import Iterable
 
 from structlog.testing import capture_logs
 
+from landb_webhook.config import Settings
 from landb_webhook.endpoint import Endpoint
 from landb_webhook.landb.plan import Refusal, ServerState
 from landb_webhook.landb.propagation import Transition
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider.context import Context
-from landb_webhook.provider.options import ProviderOptions
 from landb_webhook.provider.refusals import Refusals
 from landb_webhook.provider.watch.events import NameChange
+from landb_webhook.wiring import provider_options
 
 
 class ToldEvents:
@@ -35,7 +36,8 @@ class ToldEvents:
 
 def context() -> tuple[Context, ToldEvents]:
     events = ToldEvents()
-    return Context(ProviderOptions(), Metrics.create(process_metrics=False), events=events), events
+    options = provider_options(Settings())
+    return Context(options, Metrics.create(process_metrics=False), events=events), events
 
 
 def refused(context: Context, reason: str) -> float:

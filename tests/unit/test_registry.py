@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 
 from landb_webhook.config import Settings
-from landb_webhook.provider.options import ProviderOptions
 from landb_webhook.provider.registry import NOOP, TXT, Registry
 from landb_webhook.wiring import provider_options
 
@@ -42,8 +41,8 @@ def test_the_setting_reaches_the_provider_as_the_value(name: str, registry: Regi
 
 
 def test_the_provider_defaults_to_the_txt_registry() -> None:
-    assert ProviderOptions().registry is TXT
     assert Settings().external_dns_registry is TXT
+    assert provider_options(Settings()).registry is TXT
 
 
 def test_adoption_is_refused_without_owners_and_beside_an_unknown_registry() -> None:

@@ -76,7 +76,6 @@ _refusal_log = RepeatLimitedLog(_log)
 _cut_log = RepeatLimitedLog(_log)
 """Requests cut to the endpoint limit, said once per period per requester."""
 
-DEFAULT_REQUEST_TIMEOUT = 10.0
 APPLY_DRAIN_SECONDS = 20.0
 """At shutdown, how long to let a running apply finish (Kubernetes allows 30 s before SIGKILL)."""
 MAX_BODY_SETTING = flag_and_variable("max_request_body")
@@ -507,7 +506,7 @@ def create_api_app(
     provider: WebhookProvider,
     metrics: Metrics,
     *,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    request_timeout: float,
     max_body_bytes: int = DEFAULT_MAX_REQUEST_BODY,
     max_endpoints: int = DEFAULT_MAX_REQUEST_ENDPOINTS,
     allowed_hosts: Collection[str] = (),

@@ -32,7 +32,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from landb_webhook.config import flag_and_variable
+from landb_webhook.config import flag_and_variable, setting_default
 from landb_webhook.logs import RepeatLimitedLog, get_logger
 
 _log = get_logger(__name__)
@@ -48,8 +48,6 @@ REQUEST_HEAD_TIMEOUT = 10.0
 external-dns writes a request at once, over loopback."""
 REQUEST_BODY_TIMEOUT = 10.0
 """Seconds from the end of a request's head to the end of its body."""
-API_MAX_CONNECTIONS = 32
-"""Open connections to the API by default (LANDB_API_MAX_CONNECTIONS); external-dns keeps one or two."""
 HEALTH_MAX_CONNECTIONS = 16
 """Open connections to the health listener: kubelet probes and Prometheus scrapes, one or two at a time."""
 LISTEN_BACKLOG = 128
@@ -75,7 +73,8 @@ class ConnectionLimits:
     """At the cap, close the connection idle the longest for the new one, instead of refusing the new one."""
 
 
-def api_limits(max_connections: int = API_MAX_CONNECTIONS) -> ConnectionLimits:
+def api_limits(max_connections: int = setting_default("api_max_connections")) -> ConnectionLimits:
+    """The API listener's cap (LANDB_API_MAX_CONNECTIONS); external-dns keeps one or two open."""
     return ConnectionLimits("api", max_connections, setting=flag_and_variable("api_max_connections"))
 
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from landb_webhook.provider.options import DEFAULT_WINDOW_SECONDS, RemovalGuard
+from landb_webhook.provider.options import RemovalGuard
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +87,7 @@ class WindowCount:
 class RemovalWindow:
     """The applies of the last ``seconds``, oldest first. Immutable: each apply gives a new window."""
 
-    seconds: float = DEFAULT_WINDOW_SECONDS
+    seconds: float
     applies: tuple[PastApply, ...] = ()
 
     def current(self, now: float) -> tuple[PastApply, ...]:

@@ -20,16 +20,16 @@ from dataclasses import dataclass
 
 from landb_webhook.backends import Node
 
-DEFAULT_GRACE_SECONDS = 300.0
 NO_CONTROLLER = "no Ready ingress controller pod"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HealthPolicy:
-    grace_seconds: float = DEFAULT_GRACE_SECONDS
-    """How long an unhealthy node keeps carrying, from the moment it became unhealthy."""
-    cordoned_carry: bool = True
-    """Whether a cordoned (unschedulable) node keeps carrying."""
+    grace_seconds: float
+    """How long an unhealthy node keeps carrying, from the moment it became unhealthy
+    (LANDB_NODE_GRACE_PERIOD)."""
+    cordoned_carry: bool
+    """Whether a cordoned (unschedulable) node keeps carrying (LANDB_CORDONED_NODES_CARRY)."""
 
 
 @dataclass(frozen=True)

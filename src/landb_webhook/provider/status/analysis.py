@@ -34,7 +34,6 @@ from landb_webhook.provider.status.values import (
 
 QUOTA_WARNING_RATIO = 0.8
 """A server holding more than this share of its metadata key quota is reported."""
-DEFAULT_HEALTH = HealthPolicy()
 
 
 def analyse(
@@ -43,7 +42,7 @@ def analyse(
     *,
     domain: str,
     quota: int | None = None,
-    health: HealthPolicy = DEFAULT_HEALTH,
+    health: HealthPolicy,
 ) -> ClusterStatus:
     """The status of every alias LanDB publishes for the cluster's nodes, and what needs a human."""
     return StatusAnalysis(domain=domain, health=health).analyse(inventory, claims, quota=quota)
@@ -55,7 +54,7 @@ class StatusAnalysis:
     changes only the claimed names' owners. With LANDB_ADOPT_EXISTING, Records asks it after each write,
     and one Holding per token of 500 servers cost seconds of CPU for one server's change."""
 
-    def __init__(self, *, domain: str, health: HealthPolicy = DEFAULT_HEALTH) -> None:
+    def __init__(self, *, domain: str, health: HealthPolicy) -> None:
         self.domain = domain
         self.health = health
         self._servers: dict[str, ServerHoldings] = {}

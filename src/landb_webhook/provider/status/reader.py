@@ -16,8 +16,8 @@ from landb_webhook.provider.read.dns_refusals import DnsRefusal
 from landb_webhook.provider.read.health import HealthPolicy
 from landb_webhook.provider.read.inventory import InventoryReader, sorted_ips
 from landb_webhook.provider.read.txt_registry import claimed_names
-from landb_webhook.provider.registry import TXT, Registry
-from landb_webhook.provider.status.analysis import DEFAULT_HEALTH, analyse
+from landb_webhook.provider.registry import Registry
+from landb_webhook.provider.status.analysis import analyse
 from landb_webhook.provider.status.values import ClusterStatus, TaggedLoadBalancer
 from landb_webhook.provider.watch.publications import PublicationLog
 
@@ -26,8 +26,8 @@ def read_status(
     ports: Ports,
     *,
     domain: str,
-    health: HealthPolicy = DEFAULT_HEALTH,
-    registry: Registry = TXT,
+    health: HealthPolicy,
+    registry: Registry,
     departed_servers: bool = True,
 ) -> ClusterStatus:
     """Read the cluster, the cloud, the claims, (``departed_servers``) the servers of departed nodes the
@@ -59,7 +59,7 @@ def refused_by_dns(stored: Mapping[str, str]) -> tuple[DnsRefusal, ...]:
 
 
 def tagged_load_balancers(
-    lbs: Iterable[LoadBalancer], claimed: Set[str], *, domain: str, registry: Registry = TXT
+    lbs: Iterable[LoadBalancer], claimed: Set[str], *, domain: str, registry: Registry
 ) -> tuple[TaggedLoadBalancer, ...]:
     """The load balancers whose tags publish a name; ``claimed``: the DNS names with a claim (a name the
     registry does not own is unclaimed)."""
