@@ -82,6 +82,26 @@ def test_a_tag_write_that_changes_nothing_sends_no_put(simulator: Any, octavia: 
     assert calls(simulator) == [("octavia", "GET", lb)]
 
 
+def test_a_reply_that_is_not_a_load_balancer_is_an_invalid_response_and_retried(
+    simulator: Any, octavia: Any
+) -> None:
+    store = simulator.state.octavia
+    lb = store.add_load_balancer("web", "188.184.30.20", tags=["landb-alias=old"])
+    simulator.state.inject_fault(
+        api="octavia",
+        method="GET",
+        path_pattern=f"/loadbalancers/{lb}$",
+        status=200,
+        body={"page": "of a proxy"},
+    )
+    simulator.state.reset_api_calls()
+
+    octavia.update_tags(lb, add=["new"], remove=["old"])
+
+    assert store.load_balancer(lb).tags == ("landb-alias=new",)
+    assert calls(simulator) == [("octavia", "GET", lb), ("octavia", "GET", lb), ("octavia", "PUT", lb)]
+
+
 def test_a_load_balancer_of_another_project_is_refused_by_octavia_and_not_retried(
     simulator: Any, octavia: Any
 ) -> None:

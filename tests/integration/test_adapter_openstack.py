@@ -89,6 +89,38 @@ def test_a_renamed_server_is_found_by_its_id(simulator: Any, server_store: Any) 
     assert len(nova_calls(state, "GET", f"/servers/{renamed}")) == 1
 
 
+def test_reading_servers_by_id_reads_the_compute_version_document_once(
+    simulator: Any, server_store: Any
+) -> None:
+    """The read by id is plain JSON through the compute proxy, with the microversion openstacksdk's server
+    resource negotiates: the requests get_server sent, the version document once per connection."""
+    state = simulator.state
+    server = state.add_server("cluster-node-30", LANDB_KEYS)
+    state.reset_api_calls()
+
+    assert server_store.server(server).metadata == LANDB_KEYS
+    assert server_store.server(server).name == "cluster-node-30"
+
+    assert [call.path.rsplit("/", 1)[-1] for call in nova_calls(state, "GET")] == ["v2.1", server, server]
+
+
+def test_a_reply_that_is_not_a_server_is_an_invalid_response_and_retried(
+    simulator: Any, server_store: Any
+) -> None:
+    state = simulator.state
+    server = state.add_server("cluster-node-31", LANDB_KEYS)
+    not_a_server = {"api": "nova", "method": "GET", "path_pattern": f"/servers/{server}$", "status": 200}
+    state.inject_fault(**not_a_server, body={"page": "of a proxy"}, times=1)
+
+    assert server_store.server(server).metadata == LANDB_KEYS
+
+    state.inject_fault(**not_a_server, body={"page": "of a proxy"}, times=None)
+    with pytest.raises(UpstreamError) as raised:
+        server_store.server(server)
+    assert (raised.value.upstream, raised.value.retryable) == ("nova", True)
+    assert "invalid response" in raised.value.reason
+
+
 def test_a_vanished_server_is_skipped(simulator: Any, server_store: Any) -> None:
     state = simulator.state
     present = state.add_server("cluster-node-5")

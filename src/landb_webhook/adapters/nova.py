@@ -14,7 +14,13 @@ Design choices, each forced by a Nova or external-dns fact (see docs/reference.m
   asks for ``all_tenants``).
 - Metadata is written with one merge POST per server and deleted one key per DELETE. The SDK's
   ``delete_server_metadata`` wipes *all* metadata (LanDB's own keys included) when given no keys,
-  so it is never used; the per-key resource call is, after the key is checked.
+  so it is never used; one DELETE of ``servers/{id}/metadata/{key}`` is, after the key is checked.
+- What an apply and a read call (the name search, a server read by id, the metadata POST and DELETE) is
+  the REST API through the compute proxy, as plain JSON: the same requests as openstacksdk's calls, with
+  keystoneauth's authentication, endpoint discovery and retries, but no SDK resource built from a reply
+  (milliseconds of CPU each). Replies that fail are mapped as the SDK maps them (``raise_from_response``),
+  so the errors are the same. Only the quota (``GET /limits``, read every ``limits_ttl``) is read through
+  the SDK's resource.
 - The connection, retries, error mapping, metrics and readiness are the session's (adapters.openstack):
   every call here is one ``session.call``.
 """
@@ -33,8 +39,9 @@ from urllib.parse import parse_qs, quote_plus, urlsplit
 import openstack.connection
 import openstack.exceptions as sdk_exceptions
 import structlog
+from openstack.compute.v2.server import Server as _SdkServer
 
-from landb_webhook.adapters.openstack import OpenStackSession, check_own
+from landb_webhook.adapters.openstack import OpenStackSession, check_own, json_member
 from landb_webhook.adapters.openstack_errors import NOVA, ForeignResource
 from landb_webhook.backends import Node, Server, UpstreamError
 
@@ -280,21 +287,21 @@ def _escape_name(name: str) -> str:
 
 
 def _find_by_id(conn: openstack.connection.Connection, server_id: str) -> Server | None:
+    """``GET /servers/{id}`` through the compute proxy, read as plain JSON (id, name, project, metadata):
+    openstacksdk's ``get_server`` built a server resource from the reply, 4.8 ms of client CPU for a server
+    of 30 keys against the simulator where this takes 1.25 ms. The request is the SDK's, with the
+    microversion its server resource negotiates (the compute version document read once per connection),
+    so the requests counted do not change."""
+    response = conn.compute.get(
+        f"servers/{server_id}", microversion=_SdkServer._get_microversion(conn.compute)
+    )
     try:
-        server = conn.compute.get_server(server_id)
+        sdk_exceptions.raise_from_response(response)
     except sdk_exceptions.NotFoundException:
         return None
-    check_own(conn, "server", server_id, server.project_id)
-    return _server_value(server)
-
-
-def _server_value(server: Any) -> Server:
-    metadata = server.metadata or {}
-    return Server(
-        id=str(server.id),
-        name=str(server.name),
-        metadata={str(key): str(value) for key, value in metadata.items()},
-    )
+    item = json_member(response, "server")
+    check_own(conn, "server", server_id, item.get("tenant_id"))
+    return _server_value_of(item)
 
 
 def _check_server_id(server_id: str) -> None:

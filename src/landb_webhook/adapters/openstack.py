@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import openstack
 import openstack.config
 import openstack.connection
+import openstack.exceptions as sdk_exceptions
 import structlog
 
 from landb_webhook.adapters import cloudconf
@@ -372,6 +373,21 @@ def own_project(conn: openstack.connection.Connection) -> str:
             retryable=False,
         )
     return str(project)
+
+
+def json_member(response: Any, key: str) -> dict[str, Any]:
+    """The ``key`` object of a successful reply's JSON body (``{"server": {...}}``), for the adapters that
+    call the REST API through the session as plain JSON (adapters.nova, adapters.octavia). A body that is not
+    that raises openstacksdk's InvalidResponse, which adapters.openstack_errors maps as a retryable
+    ``invalid response``."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    member = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(member, dict):
+        raise sdk_exceptions.InvalidResponse(f"no {key!r} object in the reply's body")
+    return member
 
 
 def check_own(conn: openstack.connection.Connection, kind: str, resource_id: str, project_id: object) -> None:
