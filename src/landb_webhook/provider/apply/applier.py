@@ -10,7 +10,7 @@ Steps 2 to 5 are decided before anything is written, in one ``ApplyDecision`` (p
    refused; the names aimed at a load balancer go to it; then DNS first (provider.apply.first_look): a name
    this cluster does not publish yet is asked once, and one DNS answers for another device is refused, one
    DNS is silent about held back (neither written);
-3. per namespace (provider.read.tenants: a name's namespace): the removal guard (provider.apply.removals)
+3. per namespace (provider.ownership.tenancy: a name's namespace): the removal guard (provider.apply.removals)
    holds back a namespace's removals that would take too many of its aliases off the air (their tokens and
    claims kept, retried every loop); the name policy (landb.name_policy) and the cap of names per namespace
    (provider.apply.namespace_cap) refuse creations; the rest goes on;

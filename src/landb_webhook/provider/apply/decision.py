@@ -26,10 +26,10 @@ from landb_webhook.provider.apply.namespace_cap import over_cap, past_cap
 from landb_webhook.provider.apply.removals import HELD_BACK, RemovalWindow, guard_removals, held_fields
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context
 from landb_webhook.provider.ownership.claims import Claims, Gated
+from landb_webhook.provider.ownership.tenancy import namespaces
 from landb_webhook.provider.read.departed import owned_slot_labels
 from landb_webhook.provider.read.health import Placement
 from landb_webhook.provider.read.inventory import Inventory
-from landb_webhook.provider.read.tenants import namespaces
 from landb_webhook.provider.read.txt_registry import claimed_names, is_ownership_record
 from landb_webhook.provider.refusals import Refusals
 

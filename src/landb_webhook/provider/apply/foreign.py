@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.provider.apply.loadbalancers import LoadBalancers
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context
-from landb_webhook.provider.ownership.tenancy import RESOURCE_LABEL, may_publish_on
-from landb_webhook.provider.read.txt_registry import is_ownership_record, owner_resources
+from landb_webhook.provider.ownership.tenancy import may_publish_on
+from landb_webhook.provider.read.txt_registry import RESOURCE_LABEL, is_ownership_record, owner_resources
 from landb_webhook.provider.refusals import Refusals
 
 

@@ -2,9 +2,9 @@
 
 Every name a cluster publishes takes room in the same servers' metadata (landb/packing.py; the quota less
 LANDB_RESERVED_METADATA_KEYS). Without a cap, one namespace asking for thousands of names fills it and every
-other team's new name is refused for ``capacity``. With one, a namespace (provider.read.tenants: its claims'
-``resource`` label) publishes at most ``cap`` names at once, counted after this apply: what it publishes
-now, less its withdrawals that land, plus its creations.
+other team's new name is refused for ``capacity``. With one, a namespace (provider.ownership.tenancy: its
+claims' ``resource`` label) publishes at most ``cap`` names at once, counted after this apply: what it
+publishes now, less its withdrawals that land, plus its creations.
 
 | case                                                   | what happens                               |
 |--------------------------------------------------------|--------------------------------------------|
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Set
 
-from landb_webhook.provider.read.tenants import NO_NAMESPACE, count_by_namespace
+from landb_webhook.provider.ownership.tenancy import NO_NAMESPACE, count_by_namespace
 
 
 def over_cap(

@@ -4,7 +4,7 @@ the air are held back; everything else of the apply goes on.
 A source misconfigured or a namespace deleted shows up as external-dns deleting a large share of the
 names; LanDB would publish that within 15 minutes. So before anything is written, ``guard_removals``
 judges each namespace on its own (the namespace of an alias is the one its claim's, else its endpoint's,
-``resource`` label names: provider.read.tenants; the aliases of no namespace are judged together): the
+``resource`` label names: provider.ownership.tenancy; the aliases of no namespace are judged together): the
 removals after which at least ``min_count`` of its aliases, and more than ``max_share`` of those it
 publishes, would have gone, by this apply alone or within the window, are *held back*. Their aliases keep
 their tokens and their claims; external-dns sends their deletion again every loop (Records still shows
@@ -70,7 +70,7 @@ class PastApply:
     created: frozenset[str] = frozenset()
     """The aliases it published that were not published before."""
     namespace: str = ""
-    """Whose aliases these are (provider.read.tenants); ``""``: aliases of no namespace, and every alias
+    """Whose aliases these are (provider.ownership.tenancy); ``""``: aliases of no namespace, and every alias
     of a window stored before the guard counted per namespace."""
 
 

@@ -1,5 +1,5 @@
-"""ONE TEAM CANNOT HURT ANOTHER: which names a resource may ask for, which resource a name keeps, and which
-load balancers a namespace may publish on (pure: values in, decisions out).
+"""ONE TEAM CANNOT HURT ANOTHER: whose name it is, which names a resource may ask for, which resource a name
+keeps, and which load balancers a namespace may publish on (pure: values in, decisions out).
 
 A shared cluster's namespaces are its tenants. external-dns names the object behind each endpoint in its
 ``resource`` label (``ingress/<namespace>/<name>``, endpoint/labels.go ``ResourceLabelKey``), and the TXT
@@ -42,13 +42,22 @@ endpoint without a ``resource`` label comes from a source only the operator conf
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from landb_webhook.backends import LoadBalancer
 from landb_webhook.endpoint import Endpoint
+from landb_webhook.provider.read.txt_registry import (
+    RESOURCE_LABEL,
+    is_ownership_record,
+    owned_name,
+    resource_of,
+)
 
-RESOURCE_LABEL = "resource"
+NO_NAMESPACE = ""
+"""The namespace of the names no resource asks for (adopted claims, registry noop, a hand-set alias): such
+names are counted together."""
 CCM_NAME_PREFIX = "kube_service_"
 """openstack cloud-controller-manager's load balancer names: ``kube_service_<cluster>_<namespace>_<name>``
 (pkg/openstack/loadbalancer.go ``servicePrefix``, ``lbFormat``); a namespace and a Service name hold no
@@ -62,6 +71,35 @@ def namespace_of(resource: str | None) -> str | None:
         return None
     parts = resource.split("/")
     return parts[1] if len(parts) == 3 and all(parts) else None
+
+
+def namespaces(
+    claims: Iterable[Endpoint],
+    endpoints: Iterable[Endpoint],
+    label_of: Callable[[str], str | None],
+) -> dict[str, str]:
+    """Whose name it is: alias label -> its namespace, for every alias a claim or an endpoint names with one:
+    the claim's ``resource`` first (the resource that owns it now; ``claims``: those stored, then those of
+    this apply), else an endpoint's. ``label_of``: a DNS name's alias label, or None when it cannot be one."""
+    found: dict[str, str] = {}
+    for endpoint in endpoints:
+        if is_ownership_record(endpoint):
+            continue
+        namespace = namespace_of(endpoint.label(RESOURCE_LABEL))
+        label = label_of(endpoint.dns_name)
+        if namespace and label is not None:
+            found.setdefault(label, namespace)
+    for claim in claims:
+        namespace = namespace_of(resource_of(claim))
+        label = label_of(owned_name(claim))
+        if namespace and label is not None:
+            found[label] = namespace
+    return found
+
+
+def count_by_namespace(labels: Iterable[str], whose: Mapping[str, str]) -> Counter[str]:
+    """How many of ``labels`` each namespace holds (``NO_NAMESPACE``: those of none)."""
+    return Counter(whose.get(label, NO_NAMESPACE) for label in labels)
 
 
 # -- rule 1: caps ------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ from landb_webhook.endpoint import DomainFilter, Endpoint
 from landb_webhook.provider.apply.loadbalancers import LoadBalancers
 from landb_webhook.provider.context import ALIAS_RECORD_TYPES, Context, named
 from landb_webhook.provider.ownership.tenancy import (
-    RESOURCE_LABEL,
     Excess,
     chosen_asker,
     may_publish_on,
@@ -25,7 +24,7 @@ from landb_webhook.provider.ownership.tenancy import (
     service_of,
     with_owner,
 )
-from landb_webhook.provider.read.txt_registry import is_ownership_record
+from landb_webhook.provider.read.txt_registry import RESOURCE_LABEL, is_ownership_record
 from landb_webhook.provider.watch.events import NameChange
 
 CAP_SETTINGS = {
