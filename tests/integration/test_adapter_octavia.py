@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import landb_simulator.octavia
 from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.octavia import OctaviaLoadBalancers
 from landb_webhook.adapters.openstack import OpenStackSession
@@ -57,6 +58,49 @@ def test_the_project_s_load_balancers_with_their_vip_s_floating_ips_in_two_calls
         LoadBalancer(web, "web", "188.184.30.20", ("137.138.1.1",), ("b", "landb-alias=web")),
     ]
     assert calls(simulator) == [("octavia", "GET", "loadbalancers"), ("neutron", "GET", "floatingips")]
+
+
+@pytest.mark.parametrize("count", [5, 4])
+def test_every_page_is_read_the_filter_kept_and_the_next_asked_by_the_link_s_limit_and_marker(
+    simulator: Any, octavia: Any, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """Octavia pages at its ``pagination_max_limit`` (here 2) and its next links keep no filter: the project
+    filter is sent again with each page's limit and marker, as openstacksdk sends it; a full last page is
+    followed by an empty one, which ends the list."""
+    monkeypatch.setattr(landb_simulator.octavia, "MAX_PAGE", 2)
+    store = simulator.state.octavia
+    for i in range(count):
+        store.add_load_balancer(f"lb-{i}", f"188.184.30.{i + 1}", floating_ip=f"137.138.1.{i + 1}")
+    store.add_load_balancer("theirs", "188.184.30.40", project_id=OTHER_PROJECT)
+    simulator.state.reset_api_calls()
+
+    found = octavia.load_balancers()
+
+    assert sorted(lb.name for lb in found) == [f"lb-{i}" for i in range(count)]
+    assert all(lb.floating_ips == (f"137.138.1.{lb.vip_address.rsplit('.', 1)[1]}",) for lb in found)
+    project = simulator.state.credentials.project_id
+    assert [c.query for c in simulator.state.api_calls("octavia")] == [
+        f"project_id={project}",
+        f"project_id={project}&limit=2&marker={found[1].id}",
+        f"project_id={project}&limit=2&marker={found[3].id}",
+    ]
+    assert calls(simulator)[-1] == ("neutron", "GET", "floatingips")
+
+
+@pytest.mark.parametrize(("api", "path"), [("octavia", "/loadbalancers$"), ("neutron", "/floatingips$")])
+def test_a_list_reply_that_is_not_a_list_is_an_invalid_response_and_retried(
+    simulator: Any, octavia: Any, api: str, path: str
+) -> None:
+    simulator.state.octavia.add_load_balancer("web", "188.184.30.20", floating_ip="137.138.1.1")
+    simulator.state.inject_fault(
+        api=api, method="GET", path_pattern=path, status=200, body={"page": "of a proxy"}
+    )
+    simulator.state.reset_api_calls()
+
+    found = octavia.load_balancers()
+
+    assert [(lb.name, lb.floating_ips) for lb in found] == [("web", ("137.138.1.1",))]
+    assert calls(simulator).count((api, "GET", path.strip("/$"))) == 2
 
 
 def test_a_tag_write_reads_afresh_and_keeps_a_tag_another_writer_added(simulator: Any, octavia: Any) -> None:

@@ -14,10 +14,11 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
   address).
 - A tag write is a GET of the load balancer then a PUT of its whole tag list (Octavia has no tag
   sub-resource and replaces the list): the read is as fresh as it can be, and every other tag is
-  written back as read. A PUT that would change nothing is not sent. Both go through the load-balancer
-  proxy as plain JSON, the requests openstacksdk's ``get_load_balancer`` and ``update_load_balancer``
-  send, without building a resource from each reply (half the write's CPU); the lists are read through
-  the SDK's resources.
+  written back as read. A PUT that would change nothing is not sent.
+- Every request goes through the service proxies (keystoneauth's authentication, endpoint discovery and
+  retries) as plain JSON: the requests openstacksdk's ``load_balancers``, ``ips``, ``get_load_balancer``
+  and ``update_load_balancer`` send, pages followed as it follows them, without a resource built from each
+  item (milliseconds of CPU per list). Failures are mapped as the SDK maps them (``raise_from_response``).
 - Every PUT puts the load balancer in ``PENDING_UPDATE``; meanwhile a PUT answers 409. The GET and PUT
   run as one operation under adapters.retry's policy (409: a bounded number of retries), so each retry
   reads the tags afresh after another writer's update.
@@ -35,7 +36,7 @@ Design choices, each forced by an Octavia fact (see /docs/reference.md and landb
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from typing import Any
@@ -44,7 +45,7 @@ import openstack.connection
 import openstack.exceptions as sdk_exceptions
 import structlog
 
-from landb_webhook.adapters.openstack import OpenStackSession, check_own, json_member, own_project
+from landb_webhook.adapters.openstack import OpenStackSession, check_own, json_list, json_member, own_project
 from landb_webhook.backends import LoadBalancer
 from landb_webhook.landb.loadbalancers import tags_after
 
@@ -142,7 +143,12 @@ class OctaviaLoadBalancers:
         self, conn: openstack.connection.Connection
     ) -> list[tuple[LoadBalancer, str | None]]:
         try:
-            found = list(conn.load_balancer.load_balancers(project_id=own_project(conn)))
+            found = json_list(
+                conn.load_balancer.get,
+                "/lbaas/loadbalancers",
+                "loadbalancers",
+                {"project_id": own_project(conn)},
+            )
         except _NOT_IN_CATALOG:
             return self._absent("not in the OpenStack catalog")
         except sdk_exceptions.NotFoundException:
@@ -150,7 +156,7 @@ class OctaviaLoadBalancers:
                 raise  # it answered before: an outage, not an absence
             return self._absent("the load-balancer API of the catalog answers 404")
         self._service = PRESENT
-        return [(_value_of(lb), _text_or_none(lb.vip_port_id)) for lb in found]
+        return [(_value_of(lb), _text_or_none(lb.get("vip_port_id"))) for lb in found]
 
     def _absent(self, why: str) -> list[tuple[LoadBalancer, str | None]]:
         """No load-balancer service: no load balancer, said once per process."""
@@ -174,14 +180,17 @@ class OctaviaLoadBalancers:
         """Port id -> floating addresses, for the project's floating IPs bound to a port (a load
         balancer's VIP port is looked up in it)."""
         try:
-            found = list(conn.network.ips(project_id=own_project(conn)))
+            found = json_list(
+                conn.network.get, "/floatingips", "floatingips", {"project_id": own_project(conn)}
+            )
         except _NOT_IN_CATALOG:
             self._say_missing("network", "floating IPs of load balancers are not seen")
             return {}
         floating: dict[str, list[str]] = {}
         for ip in found:
-            if ip.port_id and ip.floating_ip_address:
-                floating.setdefault(str(ip.port_id), []).append(str(ip.floating_ip_address))
+            port_id, address = ip.get("port_id"), ip.get("floating_ip_address")
+            if port_id and address:
+                floating.setdefault(str(port_id), []).append(str(address))
         return floating
 
     def _say_missing(self, service: str, consequence: str) -> None:
@@ -190,13 +199,16 @@ class OctaviaLoadBalancers:
             log.warning(f"no {service} service in the OpenStack catalog: {consequence}")
 
 
-def _value_of(lb: Any) -> LoadBalancer:
+def _value_of(item: Mapping[str, Any]) -> LoadBalancer:
+    lb_id = item.get("id")
+    if not lb_id:
+        raise sdk_exceptions.InvalidResponse("a load balancer without an id in the list")
     return LoadBalancer(
-        id=str(lb.id),
-        name=str(lb.name or ""),
-        vip_address=str(lb.vip_address or ""),
-        tags=tuple(str(tag) for tag in lb.tags or ()),
-        description=str(lb.description or ""),
+        id=str(lb_id),
+        name=str(item.get("name") or ""),
+        vip_address=str(item.get("vip_address") or ""),
+        tags=tuple(str(tag) for tag in item.get("tags") or ()),
+        description=str(item.get("description") or ""),
     )
 
 
