@@ -41,8 +41,9 @@ import openstack.exceptions as sdk_exceptions
 import structlog
 from openstack.compute.v2.server import Server as _SdkServer
 
-from landb_webhook.adapters.openstack import OpenStackSession, check_own, json_member
+from landb_webhook.adapters.openstack import OpenStackSession, check_own
 from landb_webhook.adapters.openstack_errors import NOVA, ForeignResource
+from landb_webhook.adapters.openstack_json import json_member
 from landb_webhook.backends import Node, Server, UpstreamError
 
 log = structlog.get_logger(__name__)

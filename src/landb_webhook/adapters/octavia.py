@@ -45,7 +45,8 @@ import openstack.connection
 import openstack.exceptions as sdk_exceptions
 import structlog
 
-from landb_webhook.adapters.openstack import OpenStackSession, check_own, json_list, json_member, own_project
+from landb_webhook.adapters.openstack import OpenStackSession, check_own, own_project
+from landb_webhook.adapters.openstack_json import json_list, json_member
 from landb_webhook.backends import LoadBalancer
 from landb_webhook.landb.loadbalancers import tags_after
 
