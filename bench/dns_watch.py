@@ -17,17 +17,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.knot import running_knot
 from landb_webhook.adapters.dns import DnsResolver
-from landb_webhook.config import parse_resolver
+from landb_webhook.config import Settings, parse_resolver
 from landb_webhook.landb.propagation import Answer, State
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import DnsWatch
 from landb_webhook.provider.watch.publications import PublicationLog
+from landb_webhook.wiring import dns_watch_options
 
 
 @dataclass
@@ -74,8 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         published = PublicationLog()
         published.reported(names, time.time())
         resolver = Counting(DnsResolver([parse_resolver(knot.address)]))
-        options = DnsWatchOptions(
-            queries_per_second=args.queries_per_second, recheck_period=args.recheck_period
+        options = replace(
+            dns_watch_options(Settings()),
+            queries_per_second=args.queries_per_second,
+            recheck_period=args.recheck_period,
         )
         metrics = Metrics.create(process_metrics=False)
         rss_before = rss_mib()

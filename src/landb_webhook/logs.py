@@ -282,10 +282,9 @@ def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str
     }
 
 
-def configure_logging(
-    level: LogLevel = "info", log_format: LogFormat = "json", *, stream: TextIO | None = None
-) -> None:
-    """Route structlog and stdlib logging to one handler on ``stream`` (stderr by default).
+def configure_logging(level: LogLevel, log_format: LogFormat, *, stream: TextIO | None = None) -> None:
+    """Route structlog and stdlib logging to one handler on ``stream`` (stderr by default); ``level`` and
+    ``log_format`` are LANDB_LOG_LEVEL's and LANDB_LOG_FORMAT's.
 
     Calling it again replaces the previous configuration (tests do).
     """

@@ -449,13 +449,18 @@ def dns_watch(
     events: EventEmitter | None = None,
 ) -> DnsWatch:
     """The DNS watcher over what the provider publishes; not started."""
-    options = DnsWatchOptions(
+    options = dns_watch_options(settings)
+    return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock, events=events)
+
+
+def dns_watch_options(settings: Settings) -> DnsWatchOptions:
+    """How fast the DNS watcher asks, and when it calls an answer a conflict."""
+    return DnsWatchOptions(
         queries_per_second=settings.dns_queries_per_second,
         recheck_period=settings.dns_recheck_period,
         sync_period=settings.landb_sync_period,
         takeover_names=frozenset(settings.takeover_names),
     )
-    return DnsWatch(published, dns_resolver(settings), options, metrics=metrics, clock=clock, events=events)
 
 
 def ask_openstack_once(adapters: Adapters) -> threading.Thread:

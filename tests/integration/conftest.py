@@ -22,13 +22,14 @@ from kubernetes import client
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_for
 from landb_webhook.adapters.nova import OpenStackServerStore
-from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackOptions, OpenStackSession
+from landb_webhook.adapters.openstack import OpenStackOptions, OpenStackSession
 from landb_webhook.adapters.ownership import DEFAULT_MAX_BYTES, ConfigMapOwnershipStore
 from landb_webhook.adapters.reflector import WatchOptions
 from landb_webhook.metrics import Metrics
 from landb_webhook.wiring import build_provider
 from support import waiting
 from support.clusters import KubeCluster, RealCluster, SimulatorCluster
+from support.default_options import openstack_options, watch_options
 from support.fake_time import FakeTime
 from support.kube_apiserver import KubeApiServer
 from support.provider_cluster import Cluster, settings_for, started
@@ -126,7 +127,7 @@ def make_server_store(client_config: Any) -> Iterator[Callable[..., OpenStackSer
             OpenStackSession(
                 cloud,
                 clouds_yaml=client_config.clouds_yaml,
-                options=dataclasses.replace(DEFAULT_OPENSTACK, **{"timeout": 3.0, **calls}),
+                options=openstack_options(**{"timeout": 3.0, **calls}),
                 **options,
             )
         )
@@ -184,7 +185,7 @@ def make_node_source(kube_api_client: client.ApiClient) -> Iterator[Callable[...
     def make(**options: Any) -> KubernetesNodeSource:
         """``options``: the source's arguments and WatchOptions fields, mixed."""
         timing = {name: options.pop(name) for name in WATCH_FIELDS & options.keys()}
-        watch = WatchOptions(
+        watch = watch_options(
             **{"request_timeout": 3.0, "backoff_initial": 0.05, "backoff_max": 0.5, **timing}
         )
         options = {"ingress_selector": "role=ingress", "exclude_label": EXCLUDE_LABEL, **options}
@@ -210,7 +211,7 @@ def make_configmap_store(
         small = options.get("max_bytes", DEFAULT_MAX_BYTES) < DEFAULT_MAX_BYTES
         if small and isinstance(kube_cluster, RealCluster):
             kube_cluster.grant_overflow_configmaps(CONFIGMAP, 64)  # many more than a real cluster fills
-        watch = WatchOptions(
+        watch = watch_options(
             **{"request_timeout": 3.0, "backoff_initial": 0.05, "backoff_max": 0.5, **timing}
         )
         options = {"namespace": kube_cluster.namespace, "name": CONFIGMAP, "request_timeout": 3.0, **options}

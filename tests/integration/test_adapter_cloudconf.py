@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,10 @@ import yaml
 from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_webhook.adapters.cloudconf import CloudConfError, connection_options
 from landb_webhook.adapters.nova import OpenStackServerStore
-from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackSession
-from landb_webhook.adapters.retry import RetryPolicy
+from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.cli import EXIT_INVALID_SETTINGS, main
+from support.default_options import openstack_options, retry_policy
 from support.logging_state import restored_logging
 
 
@@ -42,7 +41,9 @@ def test_servers_are_read_with_the_credentials_of_a_cloud_conf(
     config = simulator.write_client_config(tmp_path)
     names = seed_cluster(simulator.state, ingress_nodes=2, workers=0)
     store = OpenStackServerStore(
-        OpenStackSession(cloud_conf=cloud_conf_from(config, cloud, tmp_path / "cloud.conf"))
+        OpenStackSession(
+            cloud_conf=cloud_conf_from(config, cloud, tmp_path / "cloud.conf"), options=openstack_options()
+        )
     )
     try:
         found = store.servers_for([Node(name, None, (), True) for name in names])
@@ -169,14 +170,15 @@ def test_the_ca_file_verifies_keystone_and_nova_over_tls(simulator: Simulator, t
 
     trusted = OpenStackServerStore(
         OpenStackSession(
-            cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "ca.conf", config.ca_file)
+            cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "ca.conf", config.ca_file),
+            options=openstack_options(),
         )
     )
     untrusted = OpenStackServerStore(
         OpenStackSession(
             cloud_conf=tls_cloud_conf(config, simulator.https_url, tmp_path / "no-ca.conf", None),
             # a TLS refusal is not worth retrying here
-            options=replace(DEFAULT_OPENSTACK, retry=RetryPolicy(transient_retries=0)),
+            options=openstack_options(retry=retry_policy(transient_retries=0)),
         )
     )
     try:
@@ -246,8 +248,10 @@ def test_the_secret_of_a_cloud_conf_or_a_clouds_yaml_is_known_for_redaction_with
 ) -> None:
     config = simulator.write_client_config(tmp_path)
     expected = yaml.safe_load(config.clouds_yaml.read_text())["clouds"][cloud]["auth"][secret]
-    from_conf = OpenStackSession(cloud_conf=cloud_conf_from(config, cloud, tmp_path / "cloud.conf"))
-    from_yaml = OpenStackSession(cloud, clouds_yaml=config.clouds_yaml)
+    from_conf = OpenStackSession(
+        cloud_conf=cloud_conf_from(config, cloud, tmp_path / "cloud.conf"), options=openstack_options()
+    )
+    from_yaml = OpenStackSession(cloud, clouds_yaml=config.clouds_yaml, options=openstack_options())
     assert from_conf.secret_values() == [expected]
     assert from_yaml.secret_values() == [expected]
     assert simulator.state.api_calls() == []

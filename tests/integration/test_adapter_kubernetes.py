@@ -19,6 +19,7 @@ from landb_webhook.adapters.kubernetes import KubernetesNodeSource, api_client_f
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.selector import InvalidSelector
 from support.clusters import KubeCluster
+from support.default_options import watch_options
 from support.kube_requests import is_watch
 
 MakeSource = Callable[..., KubernetesNodeSource]
@@ -162,7 +163,10 @@ def test_stop_ends_a_quiet_watch_promptly(
 def test_a_malformed_selector_fails_at_start_up(kube_api_client: client.ApiClient) -> None:
     with pytest.raises(InvalidSelector, match="role in"):
         KubernetesNodeSource(
-            kube_api_client, ingress_selector="role in (ingress", exclude_label=EXCLUDE_LABEL
+            kube_api_client,
+            ingress_selector="role in (ingress",
+            exclude_label=EXCLUDE_LABEL,
+            watch=watch_options(),
         )
 
 

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import Node, UpstreamError
+from support.default_options import openstack_options
 
 LANDB_KEYS = {"landb-mainuser": "it-ops", "landb-responsible": "it-ops", "landb-os": "LINUX"}
 
@@ -37,7 +38,11 @@ def server_searches(state: Any) -> list[Any]:
 
 def test_constructing_the_store_makes_no_remote_call(simulator: Any, client_config: Any) -> None:
     simulator.state.reset_api_calls()
-    OpenStackServerStore(OpenStackSession(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml))
+    OpenStackServerStore(
+        OpenStackSession(
+            client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, options=openstack_options()
+        )
+    )
     assert simulator.state.api_calls() == []
 
 
@@ -282,7 +287,12 @@ def test_wrong_credentials_are_a_non_retryable_keystone_error(simulator: Any, cl
     assert password in clouds
     client_config.clouds_yaml.write_text(clouds.replace(password, "not-the-password"))
     store = OpenStackServerStore(
-        OpenStackSession(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, sleep=pytest.fail)
+        OpenStackSession(
+            client_config.cloud_name,
+            clouds_yaml=client_config.clouds_yaml,
+            options=openstack_options(),
+            sleep=pytest.fail,
+        )
     )
     try:
         with pytest.raises(UpstreamError) as raised:
@@ -315,7 +325,9 @@ def test_an_expired_token_is_renewed_transparently(simulator: Any, server_store:
 def test_every_cern_style_credential_works(simulator: Any, client_config: Any, cloud: str) -> None:
     server = simulator.state.add_server("cluster-node-20")
     store = OpenStackServerStore(
-        OpenStackSession(getattr(client_config, cloud), clouds_yaml=client_config.clouds_yaml)
+        OpenStackSession(
+            getattr(client_config, cloud), clouds_yaml=client_config.clouds_yaml, options=openstack_options()
+        )
     )
     try:
         assert store.servers_for([node("cluster-node-20", server)])["cluster-node-20"].id == server
@@ -329,7 +341,7 @@ def test_without_a_cloud_name_the_os_environment_is_used(
     for name, value in client_config.environment().items():
         monkeypatch.setenv(name, value)
     simulator.state.set_quota(77)
-    store = OpenStackServerStore(OpenStackSession(None))
+    store = OpenStackServerStore(OpenStackSession(None, options=openstack_options()))
     try:
         assert store.max_metadata_items() == 77
     finally:
@@ -340,7 +352,11 @@ def test_a_read_only_account_is_refused_writes_without_retries(simulator: Any, c
     state = simulator.state
     server = state.add_server("cluster-node-21", LANDB_KEYS)
     store = OpenStackServerStore(
-        OpenStackSession(client_config.readonly_cloud_name, clouds_yaml=client_config.clouds_yaml)
+        OpenStackSession(
+            client_config.readonly_cloud_name,
+            clouds_yaml=client_config.clouds_yaml,
+            options=openstack_options(),
+        )
     )
     state.reset_api_calls()
     try:

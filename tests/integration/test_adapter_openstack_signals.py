@@ -9,7 +9,6 @@ import io
 import json
 import socket
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,13 @@ import pytest
 import yaml
 
 from landb_webhook.adapters.nova import OpenStackServerStore
-from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, FAILURE_WINDOW, OpenStackSession
+from landb_webhook.adapters.openstack import FAILURE_WINDOW, OpenStackSession
 from landb_webhook.adapters.openstack_health import NOT_ANSWERED_YET
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.logs import configure_logging
 from landb_webhook.metrics import Metrics
+from support.default_options import openstack_options
 from support.logging_state import restored_logging
 
 CALLS = "landb_webhook_openstack_api_calls_total"
@@ -84,7 +84,12 @@ def test_refused_credentials_are_auth_refused_and_make_openstack_unavailable(
     password = simulator.state.credentials.password
     client_config.clouds_yaml.write_text(clouds.replace(password, "not-the-password"))
     store = OpenStackServerStore(
-        OpenStackSession(client_config.cloud_name, clouds_yaml=client_config.clouds_yaml, metrics=metrics)
+        OpenStackSession(
+            client_config.cloud_name,
+            clouds_yaml=client_config.clouds_yaml,
+            options=openstack_options(),
+            metrics=metrics,
+        )
     )
     try:
         assert store.unavailable() == NOT_ANSWERED_YET  # untried credentials are not known to work
@@ -165,7 +170,7 @@ def test_an_unreachable_keystone_is_named_by_url_with_the_innermost_reason(
         OpenStackSession(
             "away",
             clouds_yaml=clouds_yaml,
-            options=replace(DEFAULT_OPENSTACK, retry=RetryPolicy(transient_retries=0, conflict_retries=0)),
+            options=openstack_options(retry=RetryPolicy(transient_retries=0, conflict_retries=0)),
         )
     )
     try:

@@ -10,12 +10,15 @@ from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from landb_webhook.adapters.state import ConfigMapStateStore
 from landb_webhook.backends import UpstreamError
 from support.clusters import KubeCluster
+from support.default_options import UPSTREAM_TIMEOUT
 
 NAME = "landb-webhook-ownership-state"
 
 
 def store_of(api_client: client.ApiClient, cluster: KubeCluster) -> ConfigMapStateStore:
-    return ConfigMapStateStore(client.CoreV1Api(api_client), namespace=cluster.namespace, name=NAME)
+    return ConfigMapStateStore(
+        client.CoreV1Api(api_client), namespace=cluster.namespace, name=NAME, request_timeout=UPSTREAM_TIMEOUT
+    )
 
 
 def test_what_is_saved_is_loaded_back_and_a_save_replaces_it(

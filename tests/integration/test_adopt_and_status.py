@@ -40,6 +40,7 @@ from landb_webhook.landb.metadata import read_aliases
 from landb_webhook.metrics import Metrics
 from landb_webhook.provider import ApplyError, LandbProvider
 from landb_webhook.wiring import Adapters, build_provider
+from support.default_options import UPSTREAM_TIMEOUT, watch_options
 from support.logging_state import restored_logging
 
 OWNER = "test-cluster"
@@ -99,7 +100,13 @@ class World:
     def store_claims(self, *claims: Endpoint) -> None:
         api_client = api_client_for(self.config.kubeconfig)
         try:
-            store = ConfigMapOwnershipStore(client.CoreV1Api(api_client), namespace=NAMESPACE, name=CONFIGMAP)
+            store = ConfigMapOwnershipStore(
+                client.CoreV1Api(api_client),
+                namespace=NAMESPACE,
+                name=CONFIGMAP,
+                request_timeout=UPSTREAM_TIMEOUT,
+                watch=watch_options(),
+            )
             store.apply(list(claims), [])
         finally:
             api_client.close()

@@ -25,6 +25,7 @@ from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.nova import OpenStackServerStore
 from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import Node
+from support.default_options import openstack_options
 
 CERN = {"landb-mainuser": "admins"}
 
@@ -32,7 +33,9 @@ CERN = {"landb-mainuser": "admins"}
 def test_a_known_sequence_of_calls_gives_the_exact_counts(simulator: Simulator, tmp_path: Path) -> None:
     names = seed_cluster(simulator.state, ingress_nodes=2, workers=0)
     config = simulator.write_client_config(tmp_path)
-    store = OpenStackServerStore(OpenStackSession(config.cloud_name, clouds_yaml=config.clouds_yaml))
+    store = OpenStackServerStore(
+        OpenStackSession(config.cloud_name, clouds_yaml=config.clouds_yaml, options=openstack_options())
+    )
     api_client = api_client_for(config.kubeconfig)
     try:
         nodes = [Node(name, None, (), True) for name in names]

@@ -18,8 +18,9 @@ from landb_webhook.adapters.dns import DnsResolver
 from landb_webhook.config import parse_resolver
 from landb_webhook.landb.propagation import Answer, State
 from landb_webhook.metrics import Metrics
-from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import DnsWatch
 from landb_webhook.provider.watch.publications import PublicationLog
+from support.default_options import dns_watch_options
 from support.knot import KnotServer, knot, silent_resolver
 
 __all__ = ["knot"]
@@ -86,7 +87,7 @@ def watching(address: str, *, qps: float = 50.0, recheck: float = 60.0, timeout:
     published = PublicationLog()
     resolver = CountingResolver(DnsResolver([parse_resolver(address)], timeout=timeout))
     metrics = Metrics.create(process_metrics=False)
-    options = DnsWatchOptions(queries_per_second=qps, recheck_period=recheck, sync_period=PERIOD)
+    options = dns_watch_options(queries_per_second=qps, recheck_period=recheck, sync_period=PERIOD)
     watch = DnsWatch(published, resolver, options, metrics=metrics, clock=clock)
     return Watching(clock, published, resolver, watch, metrics)
 

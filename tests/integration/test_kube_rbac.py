@@ -25,6 +25,7 @@ from landb_webhook.adapters.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 from landb_webhook.backends import EventWriteFailed, KubeEvent, ObjectRef, UpstreamError
 from landb_webhook.endpoint import Endpoint
 from support.clusters import RealCluster
+from support.default_options import UPSTREAM_TIMEOUT, watch_options
 from support.kube_apiserver import KubeApiServer, admission_documents, tools_cache
 
 Eventually = Callable[..., Any]
@@ -172,7 +173,13 @@ def test_a_refused_call_is_a_403_from_the_real_api_server(
 def test_an_ownership_store_outside_its_namespace_fails_with_a_clear_non_retryable_error(
     webhook_api: client.CoreV1Api,
 ) -> None:
-    store = ConfigMapOwnershipStore(webhook_api, namespace="kube-system", name="landb-webhook-ownership")
+    store = ConfigMapOwnershipStore(
+        webhook_api,
+        namespace="kube-system",
+        name="landb-webhook-ownership",
+        request_timeout=UPSTREAM_TIMEOUT,
+        watch=watch_options(),
+    )
     with pytest.raises(UpstreamError) as raised:
         store.records()
     assert (raised.value.upstream, raised.value.retryable) == ("kubernetes", False)
@@ -252,7 +259,7 @@ def test_the_event_sink_writes_and_updates_an_event_on_an_ingress_under_deploy_r
     )
     api_client = api_client_for(real_cluster.kubeconfig)
     try:
-        sink = KubernetesEventSink(api_client, instance="landb-webhook-0")
+        sink = KubernetesEventSink(api_client, instance="landb-webhook-0", request_timeout=UPSTREAM_TIMEOUT)
         regarding = ObjectRef("Ingress", real_cluster.namespace, "myapp")
         first = new_event(regarding, "Refused", "myapp.cern.ch not published: held by hand", type_="Warning")
         sink.write(first)
@@ -377,7 +384,13 @@ def test_only_the_webhook_writes_its_claims_and_a_forged_claim_is_refused(
     # The webhook stores its claim under the policy; the editor can neither overwrite nor forge beside it.
     api_client = api_client_for(real_cluster.kubeconfig)
     try:
-        store = ConfigMapOwnershipStore(client.CoreV1Api(api_client), namespace=namespace, name=CLAIMS)
+        store = ConfigMapOwnershipStore(
+            client.CoreV1Api(api_client),
+            namespace=namespace,
+            name=CLAIMS,
+            request_timeout=UPSTREAM_TIMEOUT,
+            watch=watch_options(),
+        )
         claim = Endpoint(
             "a-myapp.cern.ch",
             "TXT",
@@ -570,7 +583,7 @@ def test_the_event_sink_writes_on_the_httproute_alive_now_under_deploy_rbac(
     regarding = ObjectRef("HTTPRoute", namespace, "myapp")
     written = new_event(regarding, "Written", "myapp.cern.ch written on 3 ingress nodes")
     try:
-        sink = KubernetesEventSink(api_client, instance="landb-webhook-0")
+        sink = KubernetesEventSink(api_client, instance="landb-webhook-0", request_timeout=UPSTREAM_TIMEOUT)
         sink.write(written)
         delete()
         second_uid = create()

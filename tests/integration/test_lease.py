@@ -290,5 +290,12 @@ def test_stopping_releases_the_lease_so_a_successor_takes_over_at_once(
 def test_timings_out_of_order_are_refused(leases: client.CoordinationV1Api, namespace: str) -> None:
     with pytest.raises(ValueError, match="lease_duration > renew_deadline"):
         LeaseElector(
-            leases, namespace=namespace, name=LEASE, identity="x", lease_duration=5, renew_deadline=5
+            leases,
+            namespace=namespace,
+            name=LEASE,
+            identity="x",
+            lease_duration=5,
+            renew_deadline=5,
+            retry_period=RETRY,
+            request_timeout=3.0,
         )

@@ -146,7 +146,9 @@ def thousand_names(
     adapters = build_adapters(settings, metrics=metrics)
     clock = FakeTime()
     api_client = api_client_for(settings.kubeconfig)
-    sink = TimedSink(KubernetesEventSink(api_client, instance="test-pod"), clock)
+    sink = TimedSink(
+        KubernetesEventSink(api_client, instance="test-pod", request_timeout=settings.upstream_timeout), clock
+    )
     options = EmitterOptions(rate=10.0, burst=100, queue_cap=10_000)
     emitter = EventEmitter(sink, metrics, options, clock=clock.time, monotonic=clock.monotonic)
     provider = provider_on(adapters, settings, metrics, events=emitter)

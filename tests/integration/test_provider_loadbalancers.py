@@ -23,8 +23,9 @@ from landb_webhook.config import parse_resolver
 from landb_webhook.endpoint import Changes, Endpoint
 from landb_webhook.landb.propagation import State
 from landb_webhook.provider import ApplyError
-from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import DnsWatch
 from landb_webhook.wiring import NO_LOAD_BALANCER_SERVICE, ask_openstack_once
+from support.default_options import dns_watch_options
 from support.homes import watching
 from support.metrics import counted
 from support.provider_cluster import OWNER, Cluster
@@ -389,7 +390,7 @@ def test_the_dns_watch_follows_tagged_names_from_the_tag_write_to_their_vip_and_
     watch = DnsWatch(
         cluster.adapters.published,
         resolver,
-        DnsWatchOptions(queries_per_second=50, recheck_period=30),
+        dns_watch_options(queries_per_second=50, recheck_period=30),
         clock=clock,
     )
 

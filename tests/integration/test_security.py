@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,10 @@ from landb_simulator import ClientConfig, Simulator, seed_cluster
 from landb_simulator.external_dns import create_with_claim
 from landb_webhook.adapters.kubeclient import api_client_for
 from landb_webhook.adapters.nova import OpenStackServerStore
-from landb_webhook.adapters.openstack import DEFAULT_OPENSTACK, OpenStackSession
-from landb_webhook.adapters.retry import RetryPolicy
+from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.backends import Node, UpstreamError
 from landb_webhook.config import Settings
+from support.default_options import openstack_options, retry_policy
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "landb_webhook"
 NO_NODES: list[Node] = []
@@ -51,7 +50,7 @@ def test_openstack_tls_is_verified_by_default(
         OpenStackSession(
             client_config.cloud_name,
             clouds_yaml=clouds,
-            options=replace(DEFAULT_OPENSTACK, timeout=3, retry=RetryPolicy(transient_retries=0)),
+            options=openstack_options(timeout=3, retry=retry_policy(transient_retries=0)),
         )
     )
     try:
@@ -74,7 +73,7 @@ def test_a_ca_bundle_makes_openstack_tls_verify(
         OpenStackSession(
             client_config.cloud_name,
             clouds_yaml=clouds,
-            options=replace(DEFAULT_OPENSTACK, timeout=3),
+            options=openstack_options(timeout=3),
             cacert=cacert,
         )
     )
@@ -91,9 +90,7 @@ def test_turning_openstack_verification_off_in_the_configuration_is_said_out_lou
 ) -> None:
     clouds = https_clouds_yaml(client_config, simulator, tmp_path / "clouds.yaml", verify=False)
     store = OpenStackServerStore(
-        OpenStackSession(
-            client_config.cloud_name, clouds_yaml=clouds, options=replace(DEFAULT_OPENSTACK, timeout=3)
-        )
+        OpenStackSession(client_config.cloud_name, clouds_yaml=clouds, options=openstack_options(timeout=3))
     )
     try:
         with capture_logs() as logs:

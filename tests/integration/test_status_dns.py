@@ -14,6 +14,7 @@ from test_adopt_and_status import NAMESPACE, World, seed_messy
 from landb_webhook.adapters.kubernetes import api_client_for
 from landb_webhook.adapters.state import ConfigMapStateStore
 from landb_webhook.provider.watch.publications import STATE_KEY
+from support.default_options import UPSTREAM_TIMEOUT
 from support.knot import KnotServer, knot
 
 world = test_adopt_and_status.world  # the fixture, shared with the status and adopt tests
@@ -39,7 +40,10 @@ def store_write_times(world: World, written: dict[str, float]) -> None:
     api_client = api_client_for(world.config.kubeconfig)
     try:
         state = ConfigMapStateStore(
-            client.CoreV1Api(api_client), namespace=NAMESPACE, name="landb-webhook-ownership-state"
+            client.CoreV1Api(api_client),
+            namespace=NAMESPACE,
+            name="landb-webhook-ownership-state",
+            request_timeout=UPSTREAM_TIMEOUT,
         )
         state.save(
             {

@@ -20,6 +20,7 @@ from landb_webhook.adapters.openstack import OpenStackSession
 from landb_webhook.adapters.retry import RetryPolicy
 from landb_webhook.backends import UpstreamError
 from landb_webhook.deadline import answering_by
+from support.default_options import openstack_options, retry_policy
 from support.fake_time import FakeTime
 
 LANDB_KEYS = {"landb-mainuser": "it-ops", "landb-responsible": "it-ops"}
@@ -175,7 +176,7 @@ def test_no_retry_starts_that_could_not_finish_before_the_reply_deadline(
     timeout = 0.3
     slow = make_server_store(
         timeout=timeout,
-        retry=RetryPolicy(transient_retries=10),
+        retry=retry_policy(transient_retries=10),
         clock=fake_time.monotonic,
         sleep=fake_time.sleep,
         chance=random.Random(3),
@@ -305,6 +306,7 @@ def test_a_policy_refusal_is_never_retried(
         OpenStackSession(
             client_config.readonly_cloud_name,
             clouds_yaml=client_config.clouds_yaml,
+            options=openstack_options(),
             clock=fake_time.monotonic,
             sleep=fake_time.sleep,
         )

@@ -13,8 +13,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from landb_webhook.landb.propagation import Addresses, Answer
-from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import DnsWatch
 from landb_webhook.provider.watch.publications import PublicationLog
+from support.default_options import dns_watch_options
 
 START = 1_800_000_000.0
 IPS = frozenset({"10.0.0.1"})
@@ -47,7 +48,7 @@ def test_questions_stay_within_the_budget_and_every_name_is_asked_again_within_i
     published = PublicationLog()
     published.reported({f"n{i}.cern.ch": ["10.0.0.1"] for i in range(names)}, START)
     resolver = Resolver(clock)
-    options = DnsWatchOptions(queries_per_second=rate, recheck_period=recheck)
+    options = dns_watch_options(queries_per_second=rate, recheck_period=recheck)
     watch = DnsWatch(published, resolver, options, clock=lambda: clock[0])
     for extra in late:
         clock[0] += watch.step() + extra

@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 
 from landb_webhook.landb.propagation import Addresses, Answer, NoName, State
-from landb_webhook.provider.watch.dns_watch import LOOK_AGAIN, DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import LOOK_AGAIN, DnsWatch
 from landb_webhook.provider.watch.publications import PublicationLog
+from support.default_options import dns_watch_options
 
 
 class Resolver:
@@ -32,7 +33,7 @@ def test_a_report_that_adds_a_name_wakes_the_watch_at_once() -> None:
     published = PublicationLog()
     published.reported({"old.cern.ch": ["188.184.0.1"]}, now=1.0)
     resolver = Resolver(awaited="new.cern.ch")
-    watch = DnsWatch(published, resolver, DnsWatchOptions(queries_per_second=50, recheck_period=3600))
+    watch = DnsWatch(published, resolver, dns_watch_options(queries_per_second=50, recheck_period=3600))
     assert watch.step() == LOOK_AGAIN  # everything asked: the thread would sleep its longest
     watch.start()
     try:
@@ -61,7 +62,7 @@ def test_a_name_written_and_not_reported_yet_is_not_forgotten_meanwhile() -> Non
     judged (the demo's walk read the name's disappearance from the gauges as ``gone``)."""
     published = PublicationLog()
     published.reported({"app.cern.ch": ["188.184.0.1"]}, now=1.0)
-    watch = DnsWatch(published, Resolver(awaited="other.cern.ch"), DnsWatchOptions(), clock=lambda: 1.0)
+    watch = DnsWatch(published, Resolver(awaited="other.cern.ch"), dns_watch_options(), clock=lambda: 1.0)
     watch.step()
     assert watch.judgements()["app.cern.ch"].state is State.PUBLISHED
 

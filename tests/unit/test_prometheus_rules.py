@@ -20,8 +20,9 @@ from prometheus_client import CollectorRegistry
 
 from landb_webhook.landb.propagation import Alias, Answer, NoAnswer, NoName
 from landb_webhook.metrics import PREFIX, Metrics
-from landb_webhook.provider.watch.dns_watch import DnsWatch, DnsWatchOptions
+from landb_webhook.provider.watch.dns_watch import DnsWatch
 from landb_webhook.provider.watch.publications import PublicationLog
+from support.default_options import dns_watch_options
 from support.metrics import exportable_series
 from support.prometheus import RULES, PrometheusTools, promtool, rules, write_rule_file
 
@@ -101,7 +102,7 @@ def test_the_dns_watcher_sets_the_gauges_the_dns_alerts_read_as_a_name_waits_and
     answers: dict[str, Answer] = {}
     resolver = SimpleNamespace(where="test", resolve=lambda name: answers[name])
     watch = DnsWatch(
-        published, resolver, DnsWatchOptions(recheck_period=60), metrics=metrics, clock=lambda: clock[0]
+        published, resolver, dns_watch_options(recheck_period=60), metrics=metrics, clock=lambda: clock[0]
     )
     published.reported({}, START)
     published.written(["late.cern.ch", "taken.cern.ch"], START)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from landb_webhook.adapters.reflector import Reflector
+from support.default_options import watch_options
 
 
 def configmap(version: str, data: dict[str, str]) -> dict[str, Any]:
@@ -22,6 +23,7 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
         never_listed,
         lambda obj: dict(obj["data"]),
         on_change=lambda _, __, now: seen.append(now),
+        options=watch_options(),
     )
     cache.observe(configmap("11", {"ours": "x"}))
     cache.observe(configmap("10", {}))  # the watch catching up with a state before our write

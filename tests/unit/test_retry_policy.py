@@ -24,6 +24,7 @@ from landb_webhook.provider.apply.executor import PlanExecutor
 from landb_webhook.provider.apply.fence import UNFENCED
 from landb_webhook.provider.apply.writes import write_in_order
 from landb_webhook.webhook.api import ProviderCalls
+from support.default_options import retry_policy
 
 
 @pytest.mark.parametrize(
@@ -75,12 +76,12 @@ def test_delays_grow_exponentially_within_their_jitter_and_cap_and_stop_at_the_b
 
 
 def test_final_failures_are_never_retried() -> None:
-    assert RetryPolicy().delay(Failure.FINAL, 1, None, random.Random(0)) is None
+    assert retry_policy().delay(Failure.FINAL, 1, None, random.Random(0)) is None
 
 
 @given(retry_after=st.floats(0, 600), seed=st.integers(0, 2**32))
 def test_retry_after_is_the_least_delay(retry_after: float, seed: int) -> None:
-    delay = RetryPolicy().delay(Failure.TRANSIENT, 1, retry_after, random.Random(seed))
+    delay = retry_policy().delay(Failure.TRANSIENT, 1, retry_after, random.Random(seed))
     assert delay is not None and delay >= retry_after
 
 

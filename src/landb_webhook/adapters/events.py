@@ -48,8 +48,9 @@ def micro_time(epoch: float) -> str:
 
 
 class KubernetesEventSink:
-    def __init__(self, api_client: client.ApiClient, *, instance: str, request_timeout: float = 5.0) -> None:
-        """``instance``: the reporting instance (the pod's name)."""
+    def __init__(self, api_client: client.ApiClient, *, instance: str, request_timeout: float) -> None:
+        """``instance``: the reporting instance (the pod's name); ``request_timeout``: seconds one request
+        may take (LANDB_UPSTREAM_TIMEOUT)."""
         self._events = client.EventsV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
         self._networking = client.NetworkingV1Api(api_client)

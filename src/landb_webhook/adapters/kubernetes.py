@@ -29,7 +29,7 @@ from landb_webhook.adapters.kubeclient import (
     release_failed_response,
     upstream_error,
 )
-from landb_webhook.adapters.reflector import DEFAULT_WATCH, Reflector, WatchOptions
+from landb_webhook.adapters.reflector import Reflector, WatchOptions
 from landb_webhook.backends import Node
 from landb_webhook.selector import AnySelector, LabelSelector
 
@@ -160,12 +160,12 @@ class KubernetesNodeSource:
         exclude_label: str,
         ingress_pod_selector: str = "",
         ingress_pod_namespace: str | None = None,
-        watch: WatchOptions = DEFAULT_WATCH,
+        watch: WatchOptions,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """Raises selector.InvalidSelector when a selector is malformed.
 
-        nodes() refuses to answer from a cache older than ``watch.staleness_bound``. An empty
+        nodes() refuses to answer from a cache older than ``watch.max_staleness``. An empty
         ``ingress_pod_selector`` means pods are not looked at.
         """
         self._classifier = NodeClassifier(ingress_selector, exclude_label)

@@ -68,12 +68,14 @@ class LeaseElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
-        request_timeout: float = 5.0,
+        lease_duration: float,
+        renew_deadline: float,
+        retry_period: float,
+        request_timeout: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """The timings are settings (LANDB_LEASE_DURATION, LANDB_LEASE_RENEW_DEADLINE,
+        LANDB_LEASE_RETRY_PERIOD, LANDB_UPSTREAM_TIMEOUT), in seconds; wiring.lease_elector passes them."""
         if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period > 0:
             raise ValueError("leader election needs lease_duration > renew_deadline > 1.2 x retry_period > 0")
         self._api = api

@@ -37,7 +37,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,16 +82,18 @@ FAILURE_WINDOW = 300.0
 """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpenStackOptions:
     """How the OpenStack adapters call OpenStack: their timings, retries and request bounds. Built from the
-    settings once (wiring.openstack_options); a test changes one field with ``dataclasses.replace``."""
+    settings once (wiring.openstack_options), so the fields that are settings have no default here; a test
+    changes one field with ``dataclasses.replace``."""
 
-    timeout: float = 5.0
-    """Seconds one HTTP request may take."""
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    budget: float = 10.0
-    """Seconds one operation may take, retries included, when no reply deadline is set."""
+    timeout: float
+    """Seconds one HTTP request may take (LANDB_UPSTREAM_TIMEOUT)."""
+    retry: RetryPolicy
+    budget: float
+    """Seconds one operation may take, retries included, when no reply deadline is set
+    (LANDB_REQUEST_TIMEOUT: as long as a webhook call may take)."""
     max_name_filter_length: int = 2048
     """Bound of the URL-encoded ``name`` filter of one server search (adapters.nova), so that request
     lines stay well under the 4 KiB many proxies and WSGI servers accept."""
@@ -99,9 +101,6 @@ class OpenStackOptions:
     """Seconds the project's metadata quota is kept before it is read again (adapters.nova)."""
     failure_window: float = FAILURE_WINDOW
     """Seconds a failed call keeps ``unavailable()`` answering, unless a later call succeeds."""
-
-
-DEFAULT_OPENSTACK = OpenStackOptions()
 
 
 class OpenStackSession:
@@ -115,7 +114,7 @@ class OpenStackSession:
         clouds_yaml: Path | None = None,
         cloud_conf: Path | None = None,
         cacert: Path | None = None,
-        options: OpenStackOptions = DEFAULT_OPENSTACK,
+        options: OpenStackOptions,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,

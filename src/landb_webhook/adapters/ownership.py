@@ -171,12 +171,15 @@ class ConfigMapOwnershipStore:
         *,
         namespace: str,
         name: str,
-        request_timeout: float = 5.0,
+        request_timeout: float,
+        watch: WatchOptions,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_attempts: int = 5,
-        watch: WatchOptions | None = None,
     ) -> None:
-        """``watch``: how the cache lists and watches once start()ed (default: ``request_timeout``)."""
+        """``request_timeout``: seconds one ConfigMap read or write may take; ``watch``: how the cache lists
+        and watches once start()ed. Not settings: ``max_bytes`` keeps a ConfigMap under the API server's
+        1 MiB object limit; ``max_attempts`` bounds the read-and-write rounds an apply makes while another
+        writer keeps changing the ConfigMaps."""
         self._api = api
         self._namespace = namespace
         self._name = name
@@ -190,7 +193,7 @@ class ConfigMapOwnershipStore:
             lambda **options: api.list_namespaced_config_map(namespace, **options),
             _without_managed_fields,
             list_options={"label_selector": MANAGED_SELECTOR},
-            options=watch or WatchOptions(request_timeout=request_timeout),
+            options=watch,
         )
         self._decoded: tuple[int, list[Endpoint]] | None = None
         """The records decoded from the cache at its version, so a quiet loop decodes nothing."""

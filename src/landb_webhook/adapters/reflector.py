@@ -30,26 +30,25 @@ _SHORTEST_NORMAL_WATCH = 1.0
 """Seconds; a watch the server ends sooner than this is followed by a short pause."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WatchOptions:
-    """How a cache lists and watches, and how old it may get before it refuses to answer."""
+    """How a cache lists and watches, and how old it may get before it refuses to answer. The fields that
+    are settings have no default here: wiring.watch_options fills them from config.Settings."""
 
-    request_timeout: float = 5.0
+    request_timeout: float
+    """Seconds one list request may take, and a watch to connect (LANDB_UPSTREAM_TIMEOUT)."""
+    max_staleness: float
+    """Seconds since the last list or watch that ended well past which the cache refuses to answer
+    (LANDB_NODE_CACHE_MAX_AGE)."""
     watch_timeout: int = 60
     """Seconds the server keeps one watch open before we open the next."""
     list_page_size: int = 500
+    """Objects per list page: a large cluster's nodes come in several replies, none of them huge."""
     backoff_initial: float = 0.5
+    """Seconds before the first retry of a failed list or watch, doubled at each failure after it."""
     backoff_max: float = 30.0
-    max_staleness: float | None = None
-    """Seconds since the last list or watch that ended well; None: five watch periods."""
+    """Longest pause between two tries: an API server back after an outage is seen within this."""
     clock: Callable[[], float] = time.monotonic
-
-    @property
-    def staleness_bound(self) -> float:
-        return 5.0 * self.watch_timeout if self.max_staleness is None else self.max_staleness
-
-
-DEFAULT_WATCH = WatchOptions()
 
 
 class Reflector(Generic[Value]):
@@ -63,11 +62,11 @@ class Reflector(Generic[Value]):
         *,
         on_change: Callable[[str, Value | None, Value | None], None] | None = None,
         list_options: Mapping[str, str] | None = None,
-        options: WatchOptions = DEFAULT_WATCH,
+        options: WatchOptions,
     ) -> None:
         """``on_change(key, before, after)`` runs in the watch thread after each change (None: absent).
 
-        items() refuses to answer from a cache older than ``options.staleness_bound``, counted from the
+        items() refuses to answer from a cache older than ``options.max_staleness``, counted from the
         last list or watch that ended well.
         """
         self.what = what
@@ -76,7 +75,7 @@ class Reflector(Generic[Value]):
         self._on_change = on_change
         self._list_options = dict(list_options or {})
         self._options = options
-        self._max_staleness = options.staleness_bound
+        self._max_staleness = options.max_staleness
         self._clock = options.clock
         self._last_contact = -math.inf
 

@@ -44,13 +44,21 @@ def failure_of_status(status: int) -> Failure:
     return Failure.FINAL
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
-    transient_retries: int = 4
-    conflict_retries: int = 2
+    """The retries are settings, without a default here (wiring.openstack_options fills them); the delays
+    are not."""
+
+    transient_retries: int
+    """LANDB_UPSTREAM_RETRIES."""
+    conflict_retries: int
+    """LANDB_CONFLICT_RETRIES."""
     base_delay: float = 0.2
+    """Seconds before the first retry of a transient failure, doubled at each one after it."""
     conflict_delay: float = 0.5
+    """The same for a 409, longer: a lock or a state change does not clear in milliseconds."""
     max_delay: float = 2.0
+    """Longest wait before one retry, however many came before: a longer one would only eat the deadline."""
 
     def delay(
         self, failure: Failure, retry: int, retry_after: float | None, chance: random.Random

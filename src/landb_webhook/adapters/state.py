@@ -45,7 +45,7 @@ _ATTEMPTS = 3
 class ConfigMapStateStore:
     """backends.StateStore in one ConfigMap."""
 
-    def __init__(self, api: client.CoreV1Api, *, namespace: str, name: str, request_timeout: float = 5.0):
+    def __init__(self, api: client.CoreV1Api, *, namespace: str, name: str, request_timeout: float):
         self._api = api
         self._namespace = namespace
         self.name = name

@@ -56,13 +56,19 @@ class NameResolver(Protocol):
     def resolve(self, dns_name: str) -> Answer: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DnsWatchOptions:
-    queries_per_second: float = 5.0
-    recheck_period: float = 120.0
-    sync_period: float = 900.0
-    """LanDB's publication period: a foreign answer lasting two of these past the write is a conflict."""
-    takeover_names: frozenset[str] = frozenset()
+    """Each field is a setting, whose default is written once, in config.Settings; wiring.dns_watch_options
+    turns the settings into these options."""
+
+    queries_per_second: float
+    """LANDB_DNS_QUERIES_PER_SECOND."""
+    recheck_period: float
+    """LANDB_DNS_RECHECK_PERIOD."""
+    sync_period: float
+    """LanDB's publication period (LANDB_LANDB_SYNC_PERIOD): a foreign answer lasting two of these past the
+    write is a conflict."""
+    takeover_names: frozenset[str]
     """LANDB_TAKEOVER_NAMES: names another device answering too is ``shared``, never a conflict."""
 
 
