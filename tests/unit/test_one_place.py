@@ -1,8 +1,8 @@
 """What has one place stays in it: each check reads the product's source, as test_layers.py reads its imports.
 
-- ``refused_changes_total`` is counted in provider/refusals.py only (metrics.py defines it): every other module
-  adds its refusals to the apply's ``Refusals``, so the metric, the log, the events and the 503 cannot
-  disagree;
+- ``refused_changes_total`` is counted in provider/refusals.py only (metrics.py defines it): every other
+  module adds its refusals to the apply's ``Refusals``, so the metric, the log, the events and the 503
+  cannot disagree;
 - external-dns' registry names, ``"txt"`` and ``"noop"``, are compared in provider/registry.py only (config.py
   spells them once, as the setting's type); everywhere else asks the ``Registry`` value.
 """
