@@ -117,25 +117,34 @@ class Refusals:
 
     def settle(self, context: Context) -> list[str]:
         """Step 9: count, say and tell every refusal; return the 503's lines."""
+        self._count(context.metrics)
+        self._say(context)
+        self._tell(context)
+        answer = _say_planned([r for r in self.items if r.server is not None], context)
+        return answer + _answer_lines(r for r in self.items if r.server is None and KINDS[r.kind].answered)
+
+    def _count(self, metrics: Metrics) -> None:
         verdicts = {(r.kind, r.reason) for r in self.items if KINDS[r.kind].per_reason}
-        count(context.metrics, [r.kind for r in self.items if not KINDS[r.kind].per_reason])
-        count(context.metrics, [kind for kind, _ in verdicts])
+        count(metrics, [r.kind for r in self.items if not KINDS[r.kind].per_reason])
+        count(metrics, [kind for kind, _ in verdicts])
         held = sum(1 for r in self.items if r.kind == "removal_guard")
-        context.metrics.removals_held_back_total.labels(reason="removal_guard").inc(held)
+        metrics.removals_held_back_total.labels(reason="removal_guard").inc(held)
+
+    def _say(self, context: Context) -> None:
         for said in self._said:
             if said.once is None:
                 getattr(log, said.level)(said.message, **said.fields)
             else:
                 getattr(context.warnings, said.level)(said.once, said.message, **said.fields)
-        answer = _say_planned([r for r in self.items if r.server is not None], context)
-        answer += _answer_lines(r for r in self.items if r.server is None and KINDS[r.kind].answered)
+
+    def _tell(self, context: Context) -> None:
+        """One ``Refused`` event per name, its first reason."""
         told: set[str] = set()
         for refusal in self.items:
             if KINDS[refusal.kind].told and refusal.label not in told:
                 told.add(refusal.label)
                 name = context.dns_name(refusal.label)
                 context.events.tell(NameChange(name, "refused", refusal.reason, refusal.kind))
-        return answer
 
 
 def count(metrics: Metrics, kinds: Iterable[str]) -> None:
