@@ -170,6 +170,30 @@ def test_removing_an_unowned_alias_is_refused_and_changes_nothing(make_cluster: 
     assert cluster.sim.state.metadata(first) == metadata
 
 
+def test_a_refusal_is_counted_and_told_even_when_the_apply_then_fails_upstream(make_cluster: Any) -> None:
+    """Step 9 settles the refusals decided before an upstream error too: the deletion of an unowned alias
+    is refused (counted, said), then storing the new name's claim fails; nothing is written."""
+    cluster = make_cluster()
+    first = cluster.server_id(cluster.nodes[0])
+    metadata = {**cluster.sim.state.metadata(first), "landb-alias": "legacy--load-0-"}
+    cluster.sim.state.set_metadata_direct(first, metadata)
+    legacy = next(e for e in cluster.provider.records() if e.dns_name == "legacy.cern.ch")
+    new = Endpoint("new.cern.ch", "A", ("192.0.2.1",))
+    cluster.sim.state.inject_fault(api="kubernetes", method="PUT", path_pattern="configmaps", times=None)
+    cluster.sim.state.inject_fault(api="kubernetes", method="PATCH", path_pattern="configmaps", times=None)
+    cluster.sim.state.inject_fault(api="kubernetes", method="POST", path_pattern="configmaps", times=None)
+
+    with capture_logs() as logs, pytest.raises(UpstreamError):
+        cluster.provider.apply_changes(Changes(create=(new, ownership_record(new, OWNER)), delete=(legacy,)))
+
+    assert counted(cluster.metrics, "refused_changes_total", reason="not_owned") == 1
+    assert [e["alias"] for e in logs if e["event"].startswith("change refused: alias held by someone")] == [
+        "legacy"
+    ]
+    assert cluster.sim.state.metadata(first) == metadata
+    assert not any("new" in cluster.aliases(node) for node in cluster.nodes)
+
+
 def test_noop_registry_manages_every_alias(make_cluster: Any) -> None:
     cluster = make_cluster(registry="noop")
     first = cluster.server_id(cluster.nodes[0])
