@@ -7,6 +7,7 @@ case-insensitive. We only ever write the load-balanced form.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -50,6 +51,12 @@ def validate_label(label: str) -> str:
     return label
 
 
+LABELS_REMEMBERED = 4_096
+"""Names ``label_for`` keeps the answer of: one ApplyChanges asks it of each name at each of its stages,
+every loop (an invalid name raises, and is judged again)."""
+
+
+@functools.lru_cache(maxsize=LABELS_REMEMBERED)
 def label_for(dns_name: str, domain: str) -> str:
     """``app.cern.ch`` -> ``app``: the alias LanDB publishes as this name, or InvalidName saying why not."""
     name = dns_name.strip().rstrip(".")

@@ -90,8 +90,9 @@ without its claim: claims are written before aliases and dropped after them.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from threading import Lock
 
 import structlog
@@ -340,9 +341,9 @@ class Applier:
         if not options.dry_run:  # a dry run tells only the refusals
             wrote = outcome.fully_written(decision.plan.servers)
             self._inventory.wrote(reads.inventory, {p.server.server_id: metadata_after(p) for p in wrote})
-            names = node_names(reads.inventory)
+            nodes = _nodes_described(node_names(reads.inventory))
             for label in sorted((decision.publish - unfinished) & changed):
-                where = _carriers(label, decision.wanted, decision.homes, names)
+                where = _carriers(label, decision.wanted, decision.homes, nodes)
                 self._tell(label, "written", where + DnsFirst.taking_over_note(decision.first, label))
             for label in sorted(removed):
                 self._tell(label, "removed", "every carrier")
@@ -370,15 +371,26 @@ def _carriers(
     label: str,
     wanted: Mapping[str, frozenset[str]],
     homes: Mapping[str, frozenset[str]],
-    names: Mapping[str, str],
+    nodes: Callable[[frozenset[str]], str],
 ) -> str:
     """``its load balancer``, ``3 ingress nodes (a, b, c)``: where a name was written."""
     if label in homes:
         tagged = len(homes[label])
         return "its load balancer" if tagged == 1 else f"{tagged} load balancers"
-    nodes = sorted(names.get(server_id, server_id) for server_id in wanted.get(label, ()))
-    noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
-    return f"{len(nodes)} {noun} ({named(nodes)})"
+    return nodes(wanted.get(label, frozenset()))
+
+
+def _nodes_described(names: Mapping[str, str]) -> Callable[[frozenset[str]], str]:
+    """``3 ingress nodes (a, b, c)`` for a set of server ids (``names``: id -> node name), each set
+    described once: when a node joins, every name is written to the same nodes."""
+
+    @functools.cache
+    def described(server_ids: frozenset[str]) -> str:
+        nodes = sorted(names.get(server_id, server_id) for server_id in server_ids)
+        noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
+        return f"{len(nodes)} {noun} ({named(nodes)})"
+
+    return described
 
 
 def learn_who_asks(events: NameEvents, changes: Changes) -> None:
