@@ -90,9 +90,8 @@ without its claim: claims are written before aliases and dropped after them.
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Sequence, Set
 from threading import Lock
 
 import structlog
@@ -107,7 +106,13 @@ from landb_webhook.provider.apply.fence import UNFENCED, WriteFence, WriterLease
 from landb_webhook.provider.apply.first_look import DnsFirst
 from landb_webhook.provider.apply.kept_state import KeptState
 from landb_webhook.provider.apply.loadbalancers import LoadBalancerPath, TagWrites
-from landb_webhook.provider.apply.writes import Outcome, log_summary, write_in_order
+from landb_webhook.provider.apply.writes import (
+    Outcome,
+    log_summary,
+    nodes_described,
+    where_written,
+    write_in_order,
+)
 from landb_webhook.provider.context import Context, named, node_names
 from landb_webhook.provider.interface import ApplyError, ApplyRefused
 from landb_webhook.provider.ownership.claims import Claims
@@ -341,9 +346,9 @@ class Applier:
         if not options.dry_run:  # a dry run tells only the refusals
             wrote = outcome.fully_written(decision.plan.servers)
             self._inventory.wrote(reads.inventory, {p.server.server_id: metadata_after(p) for p in wrote})
-            nodes = _nodes_described(node_names(reads.inventory))
+            nodes = nodes_described(node_names(reads.inventory))
             for label in sorted((decision.publish - unfinished) & changed):
-                where = _carriers(label, decision.wanted, decision.homes, nodes)
+                where = where_written(label, decision.wanted, decision.homes, nodes)
                 self._tell(label, "written", where + DnsFirst.taking_over_note(decision.first, label))
             for label in sorted(removed):
                 self._tell(label, "removed", "every carrier")
@@ -365,32 +370,6 @@ class Applier:
             raise ApplyError(f"{len(problems)} change(s) did not land: " + "; ".join(problems[:5]))
         self._context.metrics.last_apply_success_timestamp_seconds.set_to_current_time()
         self._context.metrics.last_successful_sync_timestamp_seconds.set_to_current_time()
-
-
-def _carriers(
-    label: str,
-    wanted: Mapping[str, frozenset[str]],
-    homes: Mapping[str, frozenset[str]],
-    nodes: Callable[[frozenset[str]], str],
-) -> str:
-    """``its load balancer``, ``3 ingress nodes (a, b, c)``: where a name was written."""
-    if label in homes:
-        tagged = len(homes[label])
-        return "its load balancer" if tagged == 1 else f"{tagged} load balancers"
-    return nodes(wanted.get(label, frozenset()))
-
-
-def _nodes_described(names: Mapping[str, str]) -> Callable[[frozenset[str]], str]:
-    """``3 ingress nodes (a, b, c)`` for a set of server ids (``names``: id -> node name), each set
-    described once: when a node joins, every name is written to the same nodes."""
-
-    @functools.cache
-    def described(server_ids: frozenset[str]) -> str:
-        nodes = sorted(names.get(server_id, server_id) for server_id in server_ids)
-        noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
-        return f"{len(nodes)} {noun} ({named(nodes)})"
-
-    return described
 
 
 def learn_who_asks(events: NameEvents, changes: Changes) -> None:

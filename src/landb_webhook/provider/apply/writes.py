@@ -1,10 +1,12 @@
 """Steps 6 and 7 of an apply: the writes, in the order that never leaves an alias without a carrier (the
-steps: provider.apply.applier), and what of them landed."""
+steps: provider.apply.applier), and what of them landed: the summary line's counts, where each name was
+written (its ``Written`` event)."""
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 import structlog
@@ -189,3 +191,29 @@ def log_summary(
         duration_ms=duration_ms,
         dry_run=dry_run,
     )
+
+
+def where_written(
+    label: str,
+    wanted: Mapping[str, frozenset[str]],
+    homes: Mapping[str, frozenset[str]],
+    nodes: Callable[[frozenset[str]], str],
+) -> str:
+    """``its load balancer``, ``3 ingress nodes (a, b, c)``: where a name was written."""
+    if label in homes:
+        tagged = len(homes[label])
+        return "its load balancer" if tagged == 1 else f"{tagged} load balancers"
+    return nodes(wanted.get(label, frozenset()))
+
+
+def nodes_described(names: Mapping[str, str]) -> Callable[[frozenset[str]], str]:
+    """``3 ingress nodes (a, b, c)`` for a set of server ids (``names``: id -> node name), each set
+    described once: when a node joins, every name is written to the same nodes."""
+
+    @functools.cache
+    def described(server_ids: frozenset[str]) -> str:
+        nodes = sorted(names.get(server_id, server_id) for server_id in server_ids)
+        noun = "ingress node" if len(nodes) == 1 else "ingress nodes"
+        return f"{len(nodes)} {noun} ({named(nodes)})"
+
+    return described
