@@ -4,7 +4,9 @@
   module adds its refusals to the apply's ``Refusals``, so the metric, the log, the events and the 503
   cannot disagree;
 - external-dns' registry names, ``"txt"`` and ``"noop"``, are compared in provider/registry.py only (config.py
-  spells them once, as the setting's type); everywhere else asks the ``Registry`` value.
+  spells them once, as the setting's type); everywhere else asks the ``Registry`` value;
+- a provider module is read in one sitting: at most ``PROVIDER_MODULE_LINES`` lines (a room's job grows by a
+  module, not by a longer one).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import landb_webhook
 
 SOURCE = Path(landb_webhook.__file__).parent
+PROVIDER_MODULE_LINES = 400
 
 
 def modules_where(found: type[ast.AST], matches: Callable[[Any], bool]) -> set[str]:
@@ -39,3 +42,13 @@ def test_the_registry_names_are_compared_in_one_module() -> None:
     places = modules_where(ast.Constant, lambda node: node.value in ("txt", "noop"))
 
     assert places == {"config.py", "provider/registry.py"}
+
+
+def test_no_provider_module_is_longer_than_one_sitting() -> None:
+    lengths = {
+        path.relative_to(SOURCE).as_posix(): len(path.read_text().splitlines())
+        for path in (SOURCE / "provider").rglob("*.py")
+    }
+
+    assert len(lengths) > 30  # the rooms' modules were read
+    assert {path: n for path, n in lengths.items() if n > PROVIDER_MODULE_LINES} == {}
