@@ -6,7 +6,7 @@ the four ways a refusal is told:
   a verdict on many names, once);
 - the log: each stage's line, with its context, said once where the stage asks so; the plan's refusals
   grouped, a line per alias and one per node out of room (a cluster over its metadata quota refuses
-  400,000 (alias, node) pairs in every loop: a line each flooded the log);
+  (alias, node) pairs by the hundred thousand in every loop: a line each would flood the log);
 - a ``Refused`` event on the objects asking for each name (provider.watch.events), the first reason found;
 - the 503's text: the refusals a later loop may land, one line per reason.
 
@@ -111,9 +111,9 @@ class Refusals:
         """The stage's line for what it refused; ``once``: a key said once per period (logs)."""
         self._said.append(_Said(message, level, once, fields))
 
-    def labels(self, *kinds: str) -> set[str]:
-        """The labels refused with any of ``kinds`` (every kind when none is given)."""
-        return {r.label for r in self.items if not kinds or r.kind in kinds}
+    def names(self) -> set[str]:
+        """The labels refused, but those only held frozen (said once, never retried): the summary's count."""
+        return {r.label for r in self.items if r.kind != "frozen"}
 
     def settle(self, context: Context) -> list[str]:
         """Step 9: count, say and tell every refusal; return the 503's lines."""

@@ -337,7 +337,7 @@ class Applier:
             decision.plan,
             len(reads.inventory.server_states()),
             outcome,
-            len(refusals.labels() - refusals.labels("frozen")),
+            len(refusals.names()),
             started,
             created=(decision.publish - carried_before) - unfinished,
             removed=removed,

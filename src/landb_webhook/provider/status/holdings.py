@@ -17,8 +17,8 @@ class ServerHoldings:
 
     A write changes a few of a server's values and leaves the others the very objects read before
     (``metadata.read_slot_value``): only the changed values' holdings are made again, and only the names
-    they hold are reported changed. The -1 alias event writes one value on each of 500 servers; rebuilding
-    each server's thousand holdings cost ~8 s of CPU in one analysis."""
+    they hold are reported changed: an event that writes one value on every server rebuilds one holding per
+    server, not every holding of every server."""
 
     def __init__(self, node: Node, server_id: str, health: HealthPolicy) -> None:
         self.node = node
